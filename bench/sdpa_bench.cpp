@@ -1,0 +1,376 @@
+// Benchmarks attention::scaled_dot_product_attention (fp32, CPU) against, in the same run:
+//   - the "math path" a framework takes on CPU: per (batch, head) sgemm S = scale·Q·Kᵀ, row softmax,
+//     sgemm O = P·V, with OpenBLAS;
+//   - naive loops (small shapes and decode only);
+//   - a square sgemm probe: the machine's practical peak, so every GFLOP/s reads as a % of it.
+// Every implementation's output is checked once against the math path before it is timed.
+// Threads: ATTENTION_BENCH_THREADS, else all hardware threads, for our library and OpenBLAS alike.
+// bench/table.py turns the JSON output into a markdown table (scripts/bench.sh does both).
+#include <attention/attention.h>
+#include <benchmark/benchmark.h>
+#include <cblas.h>  // OpenBLAS's own (see bench/CMakeLists.txt): declares openblas_set_num_threads
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+// Row-major [B, H, S, D] operands; k and v have Hkv heads and the value dim equals D.
+struct Shape {
+  int64_t b, h, hkv, sq, sk, d;
+};
+
+struct Case {
+  Shape shape;
+  bool with_naive;  // naive loops take minutes on the big prefill shapes
+};
+
+const Case kCases[] = {
+    {{1, 8, 8, 512, 512, 64}, true},
+    {{1, 8, 8, 2048, 2048, 64}, false},
+    {{4, 12, 12, 256, 256, 64}, true},
+    {{1, 16, 16, 1024, 1024, 128}, false},
+    {{1, 32, 32, 1, 4096, 128}, true},  // decode: one query against a 4096-entry KV cache
+};
+
+const int kSgemmSizes[] = {1024, 2048};
+
+constexpr float kMaxAbsDiff = 1e-4f;
+constexpr unsigned kSeed = 20240611;
+
+[[noreturn]] void fail(const std::string& message) {
+  std::fprintf(stderr, "sdpa_bench: %s\n", message.c_str());
+  std::abort();
+}
+
+std::string shape_name(const Shape& s) {
+  std::string name = std::to_string(s.b) + "x" + std::to_string(s.h) + "x" + std::to_string(s.sq) +
+                     "x" + std::to_string(s.sk) + "x" + std::to_string(s.d);
+  return s.hkv == s.h ? name : name + "_kv" + std::to_string(s.hkv);
+}
+
+int64_t q_size(const Shape& s) { return s.b * s.h * s.sq * s.d; }
+int64_t kv_size(const Shape& s) { return s.b * s.hkv * s.sk * s.d; }
+double attention_flops(const Shape& s) { return 4.0 * s.b * s.h * s.sq * s.sk * s.d; }
+double kv_bytes(const Shape& s) { return 2.0 * kv_size(s) * sizeof(float); }
+
+std::vector<float> random_floats(int64_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.f, 1.f);
+  std::vector<float> data(n);
+  for (float& x : data) x = dist(rng);
+  return data;
+}
+
+// Inputs of one shape, shared by every implementation so each can be checked against the same
+// reference; made once (fixed seed) and kept for the whole run, outside every timed loop.
+struct Problem {
+  Shape shape;
+  std::vector<float> q, k, v;
+  std::vector<float> reference;  // the OpenBLAS math path's output, computed on first use
+};
+
+Problem& problem_for(const Shape& s) {
+  static std::map<std::string, Problem> problems;
+  auto it = problems.find(shape_name(s));
+  if (it == problems.end()) {
+    std::mt19937 rng(kSeed);
+    Problem p{s, random_floats(q_size(s), rng), random_floats(kv_size(s), rng),
+              random_floats(kv_size(s), rng), {}};
+    it = problems.emplace(shape_name(s), std::move(p)).first;
+  }
+  return it->second;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The math path's softmax. Frameworks use a vectorized exp (PyTorch: Sleef); glibc's expf is only
+// vectorized under -ffast-math, which would also drop the NaN checks below, so the exp is a plain
+// polynomial gcc vectorizes by itself (with -fno-trapping-math, see CMakeLists.txt).
+
+// Cephes' expf: e^x = 2^n · e^r with n = round(x·log2 e), |r| <= ln2/2; ~1 ulp for x in [-87, 0].
+inline float exp_poly(float x) {
+  x = std::max(x, -87.f);  // inputs are <= 0 after the max-subtract; below -87 2^n would underflow
+  const float n = std::floor(x * 1.44269504f + 0.5f);
+  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln2 split in two for exactness
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.f;
+  const int32_t two_n_bits = (static_cast<int32_t>(n) + 127) << 23;
+  float two_n;
+  std::memcpy(&two_n, &two_n_bits, sizeof two_n);
+  return p * two_n;
+}
+
+// Folds a row with 16 partial lanes: without -ffast-math gcc may not reorder a float sum or max.
+template <typename Op>
+float reduce_row(const float* row, int64_t n, float init, Op op) {
+  constexpr int kLanes = 16;
+  float lane[kLanes];
+  std::fill(lane, lane + kLanes, init);
+  const int64_t body = n - n % kLanes;
+  for (int64_t j = 0; j < body; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) lane[l] = op(lane[l], row[j + l]);
+  for (int64_t j = body; j < n; ++j) lane[j - body] = op(lane[j - body], row[j]);
+  float total = init;
+  for (int l = 0; l < kLanes; ++l) total = op(total, lane[l]);
+  return total;
+}
+
+void softmax_rows(float* scores, int64_t rows, int64_t cols) {
+  for (int64_t i = 0; i < rows; ++i) {
+    float* row = scores + i * cols;
+    const float max = reduce_row(row, cols, -INFINITY, [](float a, float b) { return std::max(a, b); });
+    for (int64_t j = 0; j < cols; ++j) row[j] = exp_poly(row[j] - max);
+    const float inv_sum = 1.f / reduce_row(row, cols, 0.f, [](float a, float b) { return a + b; });
+    for (int64_t j = 0; j < cols; ++j) row[j] *= inv_sum;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The implementations. Each computes out [B, H, Sq, D] from the problem's q, k, v.
+
+float default_scale(const Shape& s) { return 1.f / std::sqrt(static_cast<float>(s.d)); }
+
+// Pointers to the [S, D] matrices of query head h of batch b (k and v: its kv head).
+struct HeadSlices {
+  const float *q, *k, *v;
+  float* out;
+};
+
+HeadSlices head_slices(const Problem& p, float* out, int64_t b, int64_t h) {
+  const Shape& s = p.shape;
+  const int64_t kv_head = b * s.hkv + h / (s.h / s.hkv);
+  const int64_t q_offset = (b * s.h + h) * s.sq * s.d;
+  return {p.q.data() + q_offset, p.k.data() + kv_head * s.sk * s.d, p.v.data() + kv_head * s.sk * s.d,
+          out + q_offset};
+}
+
+// scores: an Sq×Sk workspace reused by every head, as a framework's scratch buffer would be.
+void openblas_math(const Problem& p, float* out, float* scores) {
+  const Shape& s = p.shape;
+  const int sq = static_cast<int>(s.sq), sk = static_cast<int>(s.sk), d = static_cast<int>(s.d);
+  for (int64_t b = 0; b < s.b; ++b) {
+    for (int64_t h = 0; h < s.h; ++h) {
+      const HeadSlices m = head_slices(p, out, b, h);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, sk, d, default_scale(s), m.q, d, m.k, d,
+                  0.f, scores, sk);
+      softmax_rows(scores, sq, sk);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, d, sk, 1.f, scores, sk, m.v, d, 0.f,
+                  m.out, d);
+    }
+  }
+}
+
+// Textbook loops, single-threaded: the floor every other figure is compared with.
+// row: an Sk workspace for one query row's weights.
+void naive_attention(const Problem& p, float* out, float* row) {
+  const Shape& s = p.shape;
+  const float scale = default_scale(s);
+  for (int64_t b = 0; b < s.b; ++b) {
+    for (int64_t h = 0; h < s.h; ++h) {
+      const HeadSlices m = head_slices(p, out, b, h);
+      for (int64_t i = 0; i < s.sq; ++i) {
+        float max = -INFINITY;
+        for (int64_t j = 0; j < s.sk; ++j) {
+          float dot = 0.f;
+          for (int64_t t = 0; t < s.d; ++t) dot += m.q[i * s.d + t] * m.k[j * s.d + t];
+          row[j] = scale * dot;
+          max = std::max(max, row[j]);
+        }
+        float sum = 0.f;
+        for (int64_t j = 0; j < s.sk; ++j) {
+          row[j] = std::exp(row[j] - max);
+          sum += row[j];
+        }
+        for (int64_t t = 0; t < s.d; ++t) {
+          float acc = 0.f;
+          for (int64_t j = 0; j < s.sk; ++j) acc += row[j] * m.v[j * s.d + t];
+          m.out[i * s.d + t] = acc / sum;
+        }
+      }
+    }
+  }
+}
+
+attention::Status ours(const Problem& p, float* out) {
+  const Shape& s = p.shape;
+  // The library takes mutable views; it only reads q, k and v.
+  auto view = [](const std::vector<float>& data, int64_t b, int64_t h, int64_t seq, int64_t d) {
+    return attention::TensorView::contiguous(const_cast<float*>(data.data()), {b, h, seq, d});
+  };
+  return attention::scaled_dot_product_attention(
+      view(p.q, s.b, s.h, s.sq, s.d), view(p.k, s.b, s.hkv, s.sk, s.d), view(p.v, s.b, s.hkv, s.sk, s.d),
+      attention::TensorView::contiguous(out, {s.b, s.h, s.sq, s.d}));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checking and reporting.
+
+const std::vector<float>& reference_of(Problem& p) {
+  if (p.reference.empty()) {
+    p.reference.resize(q_size(p.shape));
+    std::vector<float> scores(p.shape.sq * p.shape.sk);
+    openblas_math(p, p.reference.data(), scores.data());
+    // OpenBLAS's idle workers spin for 2^28 TSC ticks (~0.1 s) before sleeping: let them, so they
+    // do not take the cores from the benchmark that asked for this reference.
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  return p.reference;
+}
+
+// Aborts unless out matches the math path: a wrong answer's speed is never reported. Runs once per
+// (implementation, shape); Google Benchmark calls a benchmark function several times.
+void check_once(const char* impl, Problem& p, const std::vector<float>& out) {
+  static std::set<std::string> checked;
+  const std::string key = std::string(impl) + "/" + shape_name(p.shape);
+  if (!checked.insert(key).second) return;
+  const std::vector<float>& ref = reference_of(p);
+  float max_diff = 0.f;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const float diff = std::fabs(out[i] - ref[i]);
+    if (!(diff <= max_diff)) max_diff = diff;  // written so a NaN sticks
+  }
+  if (!(max_diff <= kMaxAbsDiff))
+    fail(key + ": max abs diff vs the OpenBLAS math path is " + std::to_string(max_diff) + " (> " +
+         std::to_string(kMaxAbsDiff) + ")");
+}
+
+benchmark::Counter per_second(double amount_per_iteration) {
+  return benchmark::Counter(amount_per_iteration, benchmark::Counter::kIsIterationInvariantRate,
+                            benchmark::Counter::kIs1000);
+}
+
+void report(benchmark::State& state, const Shape& s, const char* impl) {
+  state.SetLabel(impl);
+  state.counters["GFLOP/s"] = per_second(attention_flops(s) * 1e-9);
+  if (s.sq == 1) state.counters["GB/s"] = per_second(kv_bytes(s) * 1e-9);  // decode reads all of K, V
+  state.counters["B"] = s.b;
+  state.counters["H"] = s.h;
+  state.counters["Hkv"] = s.hkv;
+  state.counters["Sq"] = s.sq;
+  state.counters["Sk"] = s.sk;
+  state.counters["D"] = s.d;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Benchmarks.
+
+void BM_Ours(benchmark::State& state, Shape shape) {
+  Problem& p = problem_for(shape);
+  std::vector<float> out(q_size(shape), NAN);
+  attention::Status status = ours(p, out.data());
+  if (!status) fail("ours/" + shape_name(shape) + ": " + status.message());
+  check_once("ours", p, out);
+  bool all_ok = true;
+  for (auto _ : state) {
+    all_ok &= ours(p, out.data()).ok();
+    benchmark::ClobberMemory();
+  }
+  if (!all_ok) state.SkipWithError("scaled_dot_product_attention returned an error");
+  report(state, shape, "ours");
+}
+
+void BM_OpenBlasMath(benchmark::State& state, Shape shape) {
+  Problem& p = problem_for(shape);
+  std::vector<float> out(q_size(shape), NAN);
+  std::vector<float> scores(shape.sq * shape.sk);
+  for (auto _ : state) {
+    openblas_math(p, out.data(), scores.data());
+    benchmark::ClobberMemory();
+  }
+  report(state, shape, "openblas_math");
+}
+
+void BM_Naive(benchmark::State& state, Shape shape) {
+  Problem& p = problem_for(shape);
+  std::vector<float> out(q_size(shape), NAN);
+  std::vector<float> row(shape.sk);
+  naive_attention(p, out.data(), row.data());
+  check_once("naive", p, out);
+  for (auto _ : state) {
+    naive_attention(p, out.data(), row.data());
+    benchmark::ClobberMemory();
+  }
+  report(state, shape, "naive");
+}
+
+void BM_SgemmProbe(benchmark::State& state, int n) {
+  std::mt19937 rng(kSeed);
+  const std::vector<float> a = random_floats(int64_t{n} * n, rng), b = random_floats(int64_t{n} * n, rng);
+  std::vector<float> c(int64_t{n} * n);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f,
+                c.data(), n);
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel("sgemm");
+  state.counters["GFLOP/s"] = per_second(2.0 * n * n * n * 1e-9);
+  state.counters["M"] = state.counters["N"] = state.counters["K"] = n;
+}
+
+template <typename Fn, typename Arg>
+void add(const std::string& name, Fn fn, Arg arg) {
+  benchmark::RegisterBenchmark(name.c_str(), fn, arg)->UseRealTime()->Unit(benchmark::kMillisecond);
+}
+
+struct Impl {
+  const char* name;
+  void (*run)(benchmark::State&, Shape);
+  bool every_shape;  // else only the cases marked with_naive
+};
+
+// Grouped by implementation, ours first: OpenBLAS's workers keep spinning for a while after each call,
+// which would slow our multi-threaded kernels if they ran right after an OpenBLAS benchmark.
+void register_benchmarks() {
+  const Impl impls[] = {
+      {"ours", BM_Ours, true}, {"openblas_math", BM_OpenBlasMath, true}, {"naive", BM_Naive, false}};
+  for (const Impl& impl : impls)
+    for (const Case& c : kCases)
+      if (impl.every_shape || c.with_naive)
+        add(std::string("sdpa/") + impl.name + "/" + shape_name(c.shape), impl.run, c.shape);
+  for (int n : kSgemmSizes) add("sgemm/" + std::to_string(n), BM_SgemmProbe, n);
+}
+
+int bench_threads() {
+  const char* env = std::getenv("ATTENTION_BENCH_THREADS");
+  if (env == nullptr || *env == '\0')
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  char* end = nullptr;
+  const long n = std::strtol(env, &end, 10);
+  if (*end != '\0' || n < 1 || n > 4096)
+    fail(std::string("ATTENTION_BENCH_THREADS=") + env + " is not a thread count");
+  return static_cast<int>(n);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+
+  const int threads = bench_threads();
+  attention::set_num_threads(threads);
+  openblas_set_num_threads(threads);
+  benchmark::AddCustomContext("threads", std::to_string(threads));
+  benchmark::AddCustomContext("openblas",
+                              std::string(openblas_get_config()) + " core=" + openblas_get_corename());
+
+  register_benchmarks();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,40 @@
+# One line per generated kernel variant:
+#
+#   attention_kernel(<name> GENERATOR <registered generator> [PARAMS key=value ...] [TARGETS t1 t2 ...])
+#
+# builds the generator for every target in the list (default: ATTENTION_X86_TARGETS) into one static
+# library named <name> whose C function <name>() dispatches on the CPU's features at run time (Halide's
+# multi-target), sharing one Halide runtime. The kernel is appended to the global ATTENTION_KERNELS list
+# that the runtime library links.
+
+# Most capable first; the last entry is the baseline every x86-64 CPU since ~2008 runs. Never "host":
+# that would bake the build machine's features into the kernels.
+set(ATTENTION_X86_TARGETS
+    x86-64-linux-sse41-avx-f16c-fma-avx2-avx512-avx512_skylake
+    x86-64-linux-sse41-avx-f16c-fma-avx2
+    x86-64-linux-sse41
+    CACHE STRING "Halide targets of the x86 kernels, best first")
+
+add_halide_runtime(attention_halide_runtime TARGETS ${ATTENTION_X86_TARGETS})
+
+function(attention_kernel NAME)
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "GENERATOR" "PARAMS;TARGETS")
+  if (NOT ARG_GENERATOR)
+    message(FATAL_ERROR "attention_kernel(${NAME}): GENERATOR is required")
+  endif ()
+  if (NOT ARG_TARGETS)
+    set(ARG_TARGETS ${ATTENTION_X86_TARGETS})
+  endif ()
+  add_halide_library(${NAME} FROM attention_generators
+                     GENERATOR ${ARG_GENERATOR}
+                     FUNCTION_NAME ${NAME}
+                     PARAMS ${ARG_PARAMS}
+                     TARGETS ${ARG_TARGETS}
+                     USE_RUNTIME attention_halide_runtime)
+  set_property(GLOBAL APPEND PROPERTY ATTENTION_KERNELS ${NAME})
+endfunction()
+
+# Warnings for the project's own code (never for generated kernels).
+function(attention_warnings TARGET)
+  target_compile_options(${TARGET} PRIVATE -Wall -Wextra $<$<BOOL:${ATTENTION_WERROR}>:-Werror>)
+endfunction()

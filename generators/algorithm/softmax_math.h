@@ -1,0 +1,29 @@
+// Elementwise math used by the softmax: a vectorizable exp2. No scheduling here.
+#pragma once
+
+#include "Halide.h"
+
+namespace attention_gen {
+
+// 2^x for x <= 0 (the softmax only exponentiates score - row_max), as a degree-6 polynomial on the
+// fraction plus an exponent-field shift. Halide's exp() lowers to scalar libm calls; this vectorizes.
+// Relative error ~2e-7 (Cephes exp2f coefficients), far inside the fp32 test tolerance.
+// x <= -127 (including -inf) yields exactly 0, so masked scores never produce NaN.
+inline Halide::Expr exp2_nonpositive(const Halide::Expr& x_in) {
+  using namespace Halide;
+  Expr x = max(x_in, -127.0f);
+  Expr n = round(x);  // f in [-0.5, 0.5]
+  Expr f = x - n;
+  Expr p = 1.535336188319500e-4f;
+  p = p * f + 1.339887440266574e-3f;
+  p = p * f + 9.618437357674640e-3f;
+  p = p * f + 5.550332471162809e-2f;
+  p = p * f + 2.402264791363012e-1f;
+  p = p * f + 6.931472028550421e-1f;
+  p = p * f + 1.0f;
+  // n in [-127, 0]: biased exponent n + 127 in [0, 127]; 0 encodes +0.0f, which zeroes the product.
+  Expr two_to_n = reinterpret<float>((cast<int32_t>(n) + 127) << 23);
+  return p * two_to_n;
+}
+
+}  // namespace attention_gen

@@ -1,0 +1,114 @@
+// CPU schedule (x86 SSE4.1/AVX2/AVX-512, ARM NEON) for the SDPA Funcs of algorithm/sdpa.h.
+//
+// Work item: one query tile of one (batch, head). Per tile, the scores of its queries against every key
+// live in a buffer stored key-major (queries innermost), so Q·Kᵀ vectorizes over queries and the
+// softmax runs down columns; the score matrix never exists beyond one tile.
+#pragma once
+
+#include "Halide.h"
+#include "algorithm/sdpa.h"
+
+namespace attention_gen {
+
+// Register and cache blocking, derived from the target.
+struct CpuTiling {
+  int vector;         // fp32 lanes per vector register
+  int score_queries;  // Q·Kᵀ register block: queries (a multiple of vector)
+  int score_keys;     // Q·Kᵀ register block: keys
+  int pv_rows;        // P·V register block: query rows
+  int pv_cols;        // P·V register block: value features (a multiple of vector)
+  int query_tile;     // queries per work item
+};
+
+// wide_queries: tiles for prefill (many queries); otherwise for decode-like calls with few queries.
+inline CpuTiling cpu_tiling(const Halide::Target& target, bool wide_queries) {
+  using Halide::Target;
+  CpuTiling t{};
+  t.vector = target.natural_vector_size<float>();
+  // AVX-512 and AArch64 have 32 vector registers, SSE/AVX2 16.
+  const bool many_registers = target.has_feature(Target::AVX512) ||
+                              (target.arch == Target::ARM && target.bits == 64);
+  if (wide_queries) {
+    // 32 regs: 3 query vectors × 8 keys = 24 accumulators + 3 q loads + 1 k broadcast.
+    // 16 regs: 2 query vectors × 6 keys = 12 accumulators + 2 q loads + 1 k broadcast.
+    t.score_queries = (many_registers ? 3 : 2) * t.vector;
+    t.score_keys = many_registers ? 8 : 6;
+    // 32 regs: 6 rows × 4 value vectors = 24 accumulators; 16 regs: 6 × 2 = 12 (+ loads, broadcast).
+    t.pv_rows = 6;
+    t.pv_cols = (many_registers ? 4 : 2) * t.vector;
+    // 48 is a multiple of every score_queries above and of pv_rows; 48 score rows × 2048 keys is
+    // 384 KiB, which stays in a 512 KiB-2 MiB L2.
+    t.query_tile = 48;
+  } else {
+    // Few queries: one vector of queries so a single query wastes at most vector-1 lanes.
+    t.score_queries = t.vector;
+    t.score_keys = 8;  // 8 accumulators + 1 q load + 1 broadcast fits in 16 registers
+    t.pv_rows = 1;     // no padding rows when Sq == 1
+    t.pv_cols = 4 * t.vector;
+    t.query_tile = t.vector;
+  }
+  return t;
+}
+
+// Schedules out and logsumexp (both pipeline outputs) and every stage they consume.
+inline void schedule_sdpa_cpu(SdpaFuncs& f, const Halide::Target& target, bool wide_queries) {
+  using namespace Halide;
+  const CpuTiling t = cpu_tiling(target, wide_queries);
+  const AttentionVars& x = f.vars;
+  Var tile("tile"), tile_h("tile_h"), i_tile("i_tile"), i_in("i_in");
+  Var blk_i("blk_i"), blk_j("blk_j"), lane_i("lane_i"), lane_j("lane_j"), blk_c("blk_c"), lane_c("lane_c");
+
+  // One parallel work item per (query tile, head, batch); GuardWithIf so the last tile never writes
+  // past Sq (the stages inside round up and read clamped inputs instead).
+  auto tile_loops = [&](Func func) {
+    func.split(x.i, tile, i_in, t.query_tile, TailStrategy::GuardWithIf)
+        .parallel(x.b)
+        .parallel(x.h)
+        .parallel(tile);
+  };
+  tile_loops(f.out);
+  f.out.vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  tile_loops(f.logsumexp);
+  f.logsumexp.compute_with(f.out, tile);
+
+  // The query tile transposed once (queries innermost), pre-multiplied by the scale.
+  f.q_scaled.compute_at(f.out, tile).reorder_storage(x.i, x.d, x.h, x.b).reorder(x.i, x.d)
+      .vectorize(x.i, t.vector);
+
+  // Q·Kᵀ: the tile's scores stored key-major; each score_queries × score_keys block is accumulated in
+  // registers over d, then copied out.
+  Func scores_tile = f.scores.in();
+  scores_tile.compute_at(f.out, tile)
+      .reorder_storage(x.i, x.j, x.h, x.b)
+      .split(x.j, blk_j, lane_j, t.score_keys)
+      .split(x.i, blk_i, lane_i, t.score_queries)
+      .reorder(lane_i, lane_j, blk_i, blk_j)
+      .vectorize(lane_i, t.vector)
+      .unroll(lane_i)
+      .unroll(lane_j);
+  f.scores.compute_at(scores_tile, blk_i).reorder_storage(x.i, x.j, x.h, x.b).reorder(x.i, x.j)
+      .vectorize(x.i, t.vector).unroll(x.i).unroll(x.j);
+  f.scores.update().reorder(x.i, x.j, f.r_d).vectorize(x.i, t.vector).unroll(x.i).unroll(x.j);
+
+  // Softmax statistics, vectorized across the tile's queries.
+  f.row_max.compute_at(f.out, tile).vectorize(x.i, t.vector);
+  f.row_max.update().reorder(x.i, f.r_j).vectorize(x.i, t.vector);
+  f.weights.compute_at(f.out, tile).reorder_storage(x.i, x.j, x.h, x.b).reorder(x.i, x.j)
+      .vectorize(x.i, t.vector);
+  f.row_sum.compute_at(f.out, tile).vectorize(x.i, t.vector);
+  f.row_sum.update().reorder(x.i, f.r_j).vectorize(x.i, t.vector);
+
+  // P·V: pv_rows × pv_cols blocks accumulated in registers over all keys, vectorized over features.
+  Func weighted_tile = f.weighted_sum.in();
+  weighted_tile.compute_at(f.out, tile)
+      .split(x.i, blk_i, lane_i, t.pv_rows)
+      .split(x.c, blk_c, lane_c, t.pv_cols)
+      .reorder(lane_c, lane_i, blk_c, blk_i)
+      .vectorize(lane_c, t.vector)
+      .unroll(lane_c)
+      .unroll(lane_i);
+  f.weighted_sum.compute_at(weighted_tile, blk_c).vectorize(x.c, t.vector).unroll(x.c).unroll(x.i);
+  f.weighted_sum.update().reorder(x.c, x.i, f.r_j).vectorize(x.c, t.vector).unroll(x.c).unroll(x.i);
+}
+
+}  // namespace attention_gen

@@ -1,0 +1,78 @@
+// Generator for fp32 scaled dot-product attention: out [B,H,Sq,Dv] and logsumexp [B,H,Sq].
+//
+// GeneratorParam query_tiling picks the CPU tiling: "prefill" (query tiles of 48) or "decode" (one
+// vector of queries per tile, for Sq below a tile). The runtime dispatches between the two by Sq.
+#include "Halide.h"
+#include "algorithm/sdpa.h"
+#include "schedule/cpu.h"
+
+namespace {
+
+using namespace Halide;
+using namespace attention_gen;
+
+enum class QueryTiling { Prefill, Decode };
+
+// Repeats the edge element in the listed dimensions only, so register blocks that round a tile up
+// may read past the end of a sequence without leaving the buffer.
+Func clamp_dims(const GeneratorInput<Buffer<float, 4>>& in, const std::vector<int>& dims) {
+  Region bounds(4);
+  for (int dim : dims) bounds[dim] = Range(in.dim(dim).min(), in.dim(dim).extent());
+  return BoundaryConditions::repeat_edge(in, bounds);
+}
+
+class SdpaGenerator : public Generator<SdpaGenerator> {
+ public:
+  GeneratorParam<QueryTiling> query_tiling{
+      "query_tiling", QueryTiling::Prefill,
+      {{"prefill", QueryTiling::Prefill}, {"decode", QueryTiling::Decode}}};
+
+  Input<Buffer<float, 4>> q{"q"};  // (d, i, h, b)
+  Input<Buffer<float, 4>> k{"k"};  // (d, j, kv_head, b)
+  Input<Buffer<float, 4>> v{"v"};  // (c, j, kv_head, b)
+  Input<float> scale{"scale"};
+  Output<Buffer<float, 4>> out{"out"};             // (c, i, h, b)
+  Output<Buffer<float, 3>> logsumexp{"logsumexp"};  // (i, h, b)
+
+  void generate() {
+    SdpaInputs in;
+    in.q = clamp_dims(q, {1});
+    in.k = clamp_dims(k, {1});
+    in.v = clamp_dims(v, {0, 1});
+    in.scale = scale;
+    in.head_dim = q.dim(0).extent();
+    in.seq_k = k.dim(1).extent();
+    in.heads_per_kv = q.dim(2).extent() / k.dim(2).extent();
+    funcs_ = scaled_dot_product(in);
+    out = funcs_.out;
+    logsumexp = funcs_.logsumexp;
+    // logsumexp covers exactly out's rows; stating it lets the schedule fuse their loops exactly.
+    for (int dim = 0; dim < 3; ++dim) {
+      logsumexp.dim(dim).set_bounds(out.dim(dim + 1).min(), out.dim(dim + 1).extent());
+    }
+    set_estimates();
+  }
+
+  void schedule() {
+    if (using_autoscheduler()) return;
+    schedule_sdpa_cpu(funcs_, get_target(), query_tiling == QueryTiling::Prefill);
+  }
+
+ private:
+  SdpaFuncs funcs_;
+
+  void set_estimates() {
+    const int sq = query_tiling == QueryTiling::Prefill ? 1024 : 1;
+    const int sk = 1024, d = 64, heads = 8, batch = 1;
+    q.set_estimates({{0, d}, {0, sq}, {0, heads}, {0, batch}});
+    k.set_estimates({{0, d}, {0, sk}, {0, heads}, {0, batch}});
+    v.set_estimates({{0, d}, {0, sk}, {0, heads}, {0, batch}});
+    scale.set_estimate(0.125f);
+    out.set_estimates({{0, d}, {0, sq}, {0, heads}, {0, batch}});
+    logsumexp.set_estimates({{0, sq}, {0, heads}, {0, batch}});
+  }
+};
+
+}  // namespace
+
+HALIDE_REGISTER_GENERATOR(SdpaGenerator, sdpa)

@@ -1,0 +1,59 @@
+// TensorView, Status and the thread-count setting.
+#include <HalideRuntime.h>
+
+#include <algorithm>
+
+#include "attention/attention.h"
+
+namespace attention {
+namespace {
+
+void copy_dims(std::initializer_list<int64_t> from, std::array<int64_t, kMaxRank>& to) {
+  std::copy_n(from.begin(), std::min<size_t>(from.size(), kMaxRank), to.begin());
+}
+
+}  // namespace
+
+TensorView TensorView::contiguous(float* data, std::initializer_list<int64_t> shape) {
+  TensorView t;
+  t.data = data;
+  t.rank = static_cast<int>(std::min<size_t>(shape.size(), kMaxRank));
+  copy_dims(shape, t.shape);
+  int64_t stride = 1;
+  for (int d = t.rank - 1; d >= 0; --d) {
+    t.strides[d] = stride;
+    stride *= std::max<int64_t>(t.shape[d], 1);
+  }
+  return t;
+}
+
+TensorView TensorView::strided(float* data, std::initializer_list<int64_t> shape,
+                               std::initializer_list<int64_t> strides) {
+  TensorView t;
+  t.data = data;
+  t.rank = static_cast<int>(std::min<size_t>(shape.size(), kMaxRank));
+  copy_dims(shape, t.shape);
+  copy_dims(strides, t.strides);
+  return t;
+}
+
+int64_t TensorView::numel() const {
+  int64_t n = 1;
+  for (int d = 0; d < rank; ++d) n *= shape[d];
+  return n;
+}
+
+const std::string& Status::message() const {
+  static const std::string empty;
+  return error_ ? *error_ : empty;
+}
+
+void set_num_threads(int n) { halide_set_num_threads(n < 1 ? 0 : n); }
+
+int num_threads() {
+  // Halide reports 0 until its pool is configured; asking for the default configures it.
+  if (halide_get_num_threads() < 1) halide_set_num_threads(0);
+  return halide_get_num_threads();
+}
+
+}  // namespace attention

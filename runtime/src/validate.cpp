@@ -1,0 +1,125 @@
+#include "validate.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+
+namespace attention::detail {
+namespace {
+
+constexpr int64_t kMaxInt32 = std::numeric_limits<int32_t>::max();
+
+// Lowest and one-past-highest element offsets a non-empty view touches.
+struct Span {
+  int64_t lo = 0, hi = 0;
+};
+Span element_span(const TensorView& t) {
+  Span s{0, 1};
+  for (int d = 0; d < t.rank; ++d) {
+    const int64_t reach = t.strides[d] * (t.shape[d] - 1);
+    (reach < 0 ? s.lo : s.hi) += reach;
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string shape_string(const TensorView& t) {
+  std::string s = "[";
+  for (int d = 0; d < t.rank; ++d) s += (d ? ", " : "") + std::to_string(t.shape[d]);
+  return s + "]";
+}
+
+Status check_view(const TensorView& t, const char* name, int rank, const char* layout) {
+  const std::string arg = std::string(name) + ": ";
+  if (t.rank != rank) {
+    return Status::invalid(arg + "expected a rank-" + std::to_string(rank) + " tensor " + layout +
+                           ", got rank " + std::to_string(t.rank));
+  }
+  if (t.dtype != DType::Float32) return Status::invalid(arg + "expected dtype Float32");
+  if (t.device != Device::CPU) return Status::invalid(arg + "expected a CPU tensor");
+  for (int d = 0; d < rank; ++d) {
+    if (t.shape[d] < 0) {
+      return Status::invalid(arg + "negative size in shape " + shape_string(t) + " " + layout);
+    }
+  }
+  if (t.numel() == 0) return Status::ok_status();
+  if (t.data == nullptr) {
+    return Status::invalid(arg + "data is null for a non-empty tensor " + shape_string(t));
+  }
+  if (t.strides[rank - 1] != 1) {
+    return Status::invalid(arg + "innermost dimension must be contiguous (stride 1), got stride " +
+                           std::to_string(t.strides[rank - 1]));
+  }
+  for (int d = 0; d < rank; ++d) {
+    if (t.shape[d] > kMaxInt32 || std::abs(t.strides[d]) > kMaxInt32) {
+      return Status::invalid(arg + "sizes and strides must fit in int32, got shape " +
+                             shape_string(t));
+    }
+  }
+  const Span span = element_span(t);
+  if ((span.hi - span.lo) * int64_t(sizeof(float)) > kMaxInt32) {
+    return Status::invalid(arg + "spans more than 2 GiB; the kernels index with 32 bits");
+  }
+  return Status::ok_status();
+}
+
+Status check_shape(const TensorView& t, const char* name, const std::vector<ExpectedDim>& expected) {
+  bool match = true;
+  std::string want = "[";
+  for (size_t d = 0; d < expected.size(); ++d) {
+    want += d ? ", " : "";
+    want += expected[d].name;
+    if (expected[d].extent >= 0) {
+      want += "=" + std::to_string(expected[d].extent);
+      match = match && t.shape[d] == expected[d].extent;
+    }
+  }
+  if (match) return Status::ok_status();
+  return Status::invalid(std::string(name) + ": expected shape " + want + "], got " +
+                         shape_string(t));
+}
+
+Status check_disjoint(const TensorView& out, const char* out_name, const TensorView& in,
+                      const char* in_name) {
+  if (out.numel() == 0 || in.numel() == 0) return Status::ok_status();
+  const Span a = element_span(out), b = element_span(in);
+  const auto* a_base = static_cast<const float*>(out.data);
+  const auto* b_base = static_cast<const float*>(in.data);
+  // Compare as integers: pointers into unrelated arrays are not ordered by the standard.
+  const auto a_lo = reinterpret_cast<uintptr_t>(a_base + a.lo);
+  const auto a_hi = reinterpret_cast<uintptr_t>(a_base + a.hi);
+  const auto b_lo = reinterpret_cast<uintptr_t>(b_base + b.lo);
+  const auto b_hi = reinterpret_cast<uintptr_t>(b_base + b.hi);
+  if (a_lo < b_hi && b_lo < a_hi) {
+    return Status::invalid(std::string(out_name) + ": memory overlaps " + in_name +
+                           "; outputs must not alias inputs or other outputs");
+  }
+  return Status::ok_status();
+}
+
+Status check_no_self_overlap(const TensorView& out, const char* name) {
+  if (out.numel() == 0) return Status::ok_status();
+  std::vector<int> dims;
+  for (int d = 0; d < out.rank; ++d) {
+    if (out.shape[d] > 1) dims.push_back(d);
+  }
+  std::sort(dims.begin(), dims.end(), [&](int a, int b) {
+    return std::abs(out.strides[a]) < std::abs(out.strides[b]);
+  });
+  // Sufficient condition: each stride steps past everything the inner dimensions span.
+  int64_t inner_span = 0;
+  for (int d : dims) {
+    if (std::abs(out.strides[d]) <= inner_span) {
+      return Status::invalid(std::string(name) +
+                             ": strides make distinct elements share memory (stride " +
+                             std::to_string(out.strides[d]) + " of dim " + std::to_string(d) +
+                             "); outputs need non-overlapping strides");
+    }
+    inner_span += std::abs(out.strides[d]) * (out.shape[d] - 1);
+  }
+  return Status::ok_status();
+}
+
+}  // namespace attention::detail

@@ -1,0 +1,39 @@
+// Argument checks shared by every entry point. Each returns an error naming the argument.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "attention/attention.h"
+
+// Returns the Status of `expr` from the enclosing function unless it is ok.
+#define ATTENTION_RETURN_IF_ERROR(expr)                 \
+  do {                                                  \
+    ::attention::Status attention_status_ = (expr);     \
+    if (!attention_status_.ok()) return attention_status_; \
+  } while (0)
+
+namespace attention::detail {
+
+// "[2, 8, 128, 64]"
+std::string shape_string(const TensorView& t);
+
+// rank, non-negative sizes, dtype/device, contiguous innermost dim, null data, 32-bit index limits.
+// `layout` names the dims for the message, e.g. "[B, H, Sq, D]".
+Status check_view(const TensorView& t, const char* name, int rank, const char* layout);
+
+// Expected extents per dimension (-1 = any) with the names used in the message.
+struct ExpectedDim {
+  const char* name;
+  int64_t extent;  // -1: not constrained
+};
+Status check_shape(const TensorView& t, const char* name, const std::vector<ExpectedDim>& expected);
+
+// Neither view's memory range intersects the other's (empty views never overlap).
+Status check_disjoint(const TensorView& out, const char* out_name, const TensorView& in,
+                      const char* in_name);
+
+// Distinct indices of an output address distinct elements (no zero or interleaved strides).
+Status check_no_self_overlap(const TensorView& out, const char* name);
+
+}  // namespace attention::detail

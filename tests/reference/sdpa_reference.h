@@ -1,0 +1,14 @@
+// Naive scaled-dot-product attention in double accumulation: the ground truth of the sdpa tests.
+#pragma once
+
+#include <vector>
+
+#include "attention/attention.h"
+
+// out = softmax(scale · q·kᵀ) · v, read through the views' element strides (rank 4, [B, H, S, D]).
+// Grouped-query attention: query head h reads kv head h / (H / Hkv).
+// out is resized to the dense [B, H, Sq, Dv]; lse (may be null) to the dense [B, H, Sq] natural-log
+// logsumexp of each row's scaled scores. Sk == 0 gives zeros and lse = -inf.
+void reference_sdpa(const attention::TensorView& q, const attention::TensorView& k,
+                    const attention::TensorView& v, double scale, std::vector<double>* out,
+                    std::vector<double>* lse);

@@ -1,0 +1,322 @@
+#include "test_util.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <iomanip>
+#include <sstream>
+
+#include "reference/sdpa_reference.h"
+
+namespace attention_test {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+// Trailing elements after every tensor's last element; covers views a test widens by up to 256.
+constexpr int64_t kGuardElements = 256;
+
+// Where each logical dimension lives in memory: `order` lists them outermost first, `padding[level]`
+// unused elements follow each run of the dimension at that level (level 0 = innermost).
+struct Placement {
+  std::vector<int> order;
+  std::vector<int64_t> padding;
+};
+
+Placement placement(Layout layout, size_t rank) {
+  const bool rank4 = rank == 4;
+  switch (layout) {
+    case Layout::kDense:
+      return rank4 ? Placement{{0, 1, 2, 3}, {0, 0, 0, 0}} : Placement{{0, 1, 2}, {0, 0, 0}};
+    case Layout::kPadded:
+      return rank4 ? Placement{{0, 1, 2, 3}, {3, 5, 7, 2}} : Placement{{0, 1, 2}, {3, 5, 2}};
+    case Layout::kBSHD:  // rank 3 keeps S innermost, so batch and heads swap instead
+      return rank4 ? Placement{{0, 2, 1, 3}, {0, 0, 0, 0}} : Placement{{1, 0, 2}, {0, 0, 0}};
+    case Layout::kSHBD:
+      return rank4 ? Placement{{2, 1, 0, 3}, {1, 0, 0, 0}} : Placement{{1, 0, 2}, {1, 0, 0}};
+  }
+  return {};
+}
+
+std::string format_index(size_t linear, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> index(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    const auto extent = static_cast<size_t>(std::max<int64_t>(shape[d], 1));
+    index[d] = static_cast<int64_t>(linear % extent);
+    linear /= extent;
+  }
+  std::ostringstream text;
+  text << '[';
+  for (size_t d = 0; d < index.size(); ++d) text << (d ? "," : "") << index[d];
+  text << ']';
+  return text.str();
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
+const char* layout_name(Layout layout) {
+  switch (layout) {
+    case Layout::kDense: return "dense";
+    case Layout::kPadded: return "padded";
+    case Layout::kBSHD: return "bshd";
+    case Layout::kSHBD: return "shbd";
+  }
+  return "?";
+}
+
+Tensor::Tensor(std::vector<int64_t> shape, Layout layout) : shape_(std::move(shape)) {
+  const Placement where = placement(layout, shape_.size());
+  int64_t span = 1;
+  for (size_t level = 0; level < shape_.size(); ++level) {
+    const int dim = where.order[shape_.size() - 1 - level];
+    strides_[dim] = span;
+    span = span * std::max<int64_t>(shape_[dim], 1) + where.padding[level];
+  }
+  storage_.assign(static_cast<size_t>(span + kGuardElements), kNaN);
+}
+
+attention::TensorView Tensor::view() {
+  attention::TensorView view;
+  view.data = storage_.data();
+  view.rank = static_cast<int>(shape_.size());
+  std::copy(shape_.begin(), shape_.end(), view.shape.begin());
+  view.strides = strides_;
+  return view;
+}
+
+void Tensor::for_each_element(const std::function<void(const Index&, int64_t)>& visit) const {
+  if (std::find(shape_.begin(), shape_.end(), 0) != shape_.end()) return;
+  const int rank = static_cast<int>(shape_.size());
+  Index index{};
+  for (;;) {
+    int64_t offset = 0;
+    for (int d = 0; d < rank; ++d) offset += index[d] * strides_[d];
+    visit(index, offset);
+    int d = rank - 1;
+    while (d >= 0 && ++index[d] == shape_[d]) index[d--] = 0;
+    if (d < 0) return;
+  }
+}
+
+void Tensor::fill(const std::function<float(const Index&)>& value_at) {
+  for_each_element([&](const Index& index, int64_t offset) { storage_[offset] = value_at(index); });
+}
+
+void Tensor::fill_uniform(std::mt19937_64& rng, float low, float high) {
+  std::uniform_real_distribution<float> distribution(low, high);
+  fill([&](const Index&) { return distribution(rng); });
+}
+
+void Tensor::fill_storage(float value) { std::fill(storage_.begin(), storage_.end(), value); }
+
+void Tensor::poison() { fill_storage(kNaN); }
+
+std::vector<float> Tensor::to_dense() const {
+  std::vector<float> dense;
+  for_each_element([&](const Index&, int64_t offset) { dense.push_back(storage_[offset]); });
+  return dense;
+}
+
+::testing::AssertionResult Tensor::outside_view_holds(float value) const {
+  std::vector<bool> in_view(storage_.size(), false);
+  for_each_element([&](const Index&, int64_t offset) { in_view[offset] = true; });
+  int64_t changed = 0, first_changed = -1;
+  for (size_t i = 0; i < storage_.size(); ++i) {
+    if (in_view[i] || std::memcmp(&storage_[i], &value, sizeof(float)) == 0) continue;
+    if (changed++ == 0) first_changed = static_cast<int64_t>(i);
+  }
+  if (changed == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << changed << " storage elements outside the view were written, "
+                                       << "the first at offset " << first_changed << " (now "
+                                       << storage_[first_changed] << ")";
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+uint64_t base_seed() {
+  static const uint64_t seed = [] {
+    const char* from_env = std::getenv("ATTENTION_TEST_SEED");
+    std::random_device device;
+    const uint64_t chosen = (from_env != nullptr && *from_env != '\0')
+                                ? std::strtoull(from_env, nullptr, 0)
+                                : (static_cast<uint64_t>(device()) << 32) ^ device();
+    std::printf("[   SEED   ] ATTENTION_TEST_SEED=%llu\n", static_cast<unsigned long long>(chosen));
+    return chosen;
+  }();
+  return seed;
+}
+
+uint64_t seed_for_current_test() {
+  const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::string name = std::string(test->test_suite_name()) + "." + test->name();
+  uint64_t hash = 0xcbf29ce484222325ULL;  // FNV-1a: stable across compilers, unlike std::hash
+  for (unsigned char c : name) hash = (hash ^ c) * 0x100000001b3ULL;
+  return splitmix64(base_seed() ^ hash);
+}
+
+std::string seed_note(uint64_t seed) {
+  return "seed " + std::to_string(seed) + " (rerun with ATTENTION_TEST_SEED=" +
+         std::to_string(base_seed()) + ")";
+}
+
+::testing::AssertionResult matches_reference(const std::vector<float>& actual,
+                                             const std::vector<double>& expected,
+                                             const std::vector<int64_t>& shape) {
+  if (actual.size() != expected.size()) {
+    return ::testing::AssertionFailure() << actual.size() << " elements, reference has " << expected.size();
+  }
+  double max_abs_reference = 0.0, max_error = 0.0, error_squares = 0.0, reference_squares = 0.0;
+  size_t worst = 0, first_nonfinite = 0;
+  int64_t nan_outputs = 0, nonfinite_mismatches = 0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const double got = actual[i], want = expected[i];
+    const bool finite_want = std::isfinite(want), finite_got = std::isfinite(got);
+    if (!finite_want || !finite_got) {
+      // A non-finite reference must be reproduced exactly; a non-finite output needs such a reference.
+      const bool same = std::isnan(want) ? std::isnan(got) : got == want;
+      if (same) continue;
+      if (nan_outputs + nonfinite_mismatches == 0) first_nonfinite = i;
+      if (std::isnan(got) && finite_want) {
+        ++nan_outputs;
+      } else {
+        ++nonfinite_mismatches;
+      }
+      continue;
+    }
+    const double error = std::abs(got - want);
+    max_abs_reference = std::max(max_abs_reference, std::abs(want));
+    if (error > max_error) max_error = error, worst = i;
+    error_squares += error * error;
+    reference_squares += want * want;
+  }
+  const double abs_limit = 2e-5 * std::max(1.0, max_abs_reference), relative_limit = 1e-5;
+  const double relative = reference_squares > 0.0 ? std::sqrt(error_squares / reference_squares)
+                          : error_squares > 0.0   ? std::numeric_limits<double>::infinity()
+                                                  : 0.0;
+  const bool ok = nan_outputs == 0 && nonfinite_mismatches == 0 && max_error <= abs_limit &&
+                  relative <= relative_limit;
+  ::testing::AssertionResult result = ok ? ::testing::AssertionSuccess() : ::testing::AssertionFailure();
+  result << std::setprecision(9) << "max abs error " << max_error << " (limit " << abs_limit << ")";
+  if (!actual.empty()) {
+    result << " at " << format_index(worst, shape) << ": got " << actual[worst] << ", reference "
+           << expected[worst];
+  }
+  result << "; relative L2 error " << relative << " (limit " << relative_limit << "); " << nan_outputs
+         << " NaN where the reference is finite, " << nonfinite_mismatches << " other non-finite mismatches";
+  if (nan_outputs + nonfinite_mismatches > 0) {
+    result << ", the first at " << format_index(first_nonfinite, shape) << ": got " << actual[first_nonfinite]
+           << ", reference " << expected[first_nonfinite];
+  }
+  return result;
+}
+
+SdpaCase& SdpaCase::layout(Layout all) { return layouts(all, all, all, all); }
+
+SdpaCase& SdpaCase::layouts(Layout q, Layout k, Layout v, Layout out) {
+  q_layout = q, k_layout = k, v_layout = v, out_layout = out;
+  return *this;
+}
+
+SdpaCase& SdpaCase::with_scale(float value) {
+  scale = value;
+  return *this;
+}
+
+SdpaCase& SdpaCase::with_logsumexp() {
+  logsumexp = true;
+  return *this;
+}
+
+double SdpaCase::effective_scale() const {
+  return scale ? static_cast<double>(*scale) : 1.0 / std::sqrt(static_cast<double>(D));
+}
+
+SdpaCase sdpa_case(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D, int64_t Dv) {
+  SdpaCase c;
+  c.B = B, c.H = H, c.Hkv = Hkv, c.Sq = Sq, c.Sk = Sk, c.D = D, c.Dv = Dv;
+  return c;
+}
+
+std::string describe(const SdpaCase& c) {
+  std::ostringstream text;
+  text << "B=" << c.B << " H=" << c.H << " Hkv=" << c.Hkv << " Sq=" << c.Sq << " Sk=" << c.Sk << " D=" << c.D
+       << " Dv=" << c.Dv << " layouts q=" << layout_name(c.q_layout) << " k=" << layout_name(c.k_layout)
+       << " v=" << layout_name(c.v_layout) << " out=" << layout_name(c.out_layout) << " scale=";
+  if (c.scale) text << std::setprecision(9) << *c.scale; else text << "default";
+  text << " logsumexp=" << (c.logsumexp ? "on" : "off");
+  return text.str();
+}
+
+std::string identifier(const SdpaCase& c) {
+  std::ostringstream text;
+  text << "B" << c.B << "_H" << c.H << "_Hkv" << c.Hkv << "_Sq" << c.Sq << "_Sk" << c.Sk << "_D" << c.D
+       << "_Dv" << c.Dv;
+  const bool one_layout =
+      c.q_layout == c.out_layout && c.k_layout == c.out_layout && c.v_layout == c.out_layout;
+  if (one_layout) {
+    text << "_" << layout_name(c.out_layout);
+  } else {
+    text << "_q_" << layout_name(c.q_layout) << "_k_" << layout_name(c.k_layout) << "_v_"
+         << layout_name(c.v_layout) << "_out_" << layout_name(c.out_layout);
+  }
+  if (c.scale) text << "_scale" << *c.scale;
+  if (c.logsumexp) text << "_lse";
+  std::string name;
+  for (char ch : text.str()) {  // a printed scale such as -0.3 becomes neg0p3
+    name += ch == '-' ? std::string("neg") : ch == '.' ? std::string("p") : std::string(1, ch);
+  }
+  return name;
+}
+
+void PrintTo(const SdpaCase& c, std::ostream* os) { *os << describe(c); }
+
+SdpaTensors::SdpaTensors(const SdpaCase& c)
+    : q({c.B, c.H, c.Sq, c.D}, c.q_layout),
+      k({c.B, c.Hkv, c.Sk, c.D}, c.k_layout),
+      v({c.B, c.Hkv, c.Sk, c.Dv}, c.v_layout),
+      out({c.B, c.H, c.Sq, c.Dv}, c.out_layout),
+      lse({c.B, c.H, c.Sq}, c.out_layout) {}
+
+void SdpaTensors::fill_inputs_uniform(std::mt19937_64& rng) {
+  for (Tensor* input : {&q, &k, &v}) input->fill_uniform(rng, -1.0f, 1.0f);
+}
+
+void run_and_compare(const SdpaCase& c, const attention::TensorView& q, const attention::TensorView& k,
+                     const attention::TensorView& v, Tensor& out, Tensor& lse) {
+  out.poison();
+  lse.poison();
+  attention::SdpaOptions options;
+  options.scale = c.scale;
+  if (c.logsumexp) options.logsumexp = lse.view();
+  const attention::Status status = attention::scaled_dot_product_attention(q, k, v, out.view(), options);
+  ASSERT_TRUE(status.ok()) << status.message();
+
+  std::vector<double> reference_out, reference_lse;
+  reference_sdpa(q, k, v, c.effective_scale(), &reference_out, c.logsumexp ? &reference_lse : nullptr);
+  EXPECT_TRUE(matches_reference(out.to_dense(), reference_out, out.shape())) << "in out";
+  EXPECT_TRUE(out.outside_view_holds(kNaN)) << "in out's padding";
+  if (!c.logsumexp) return;
+  EXPECT_TRUE(matches_reference(lse.to_dense(), reference_lse, lse.shape())) << "in logsumexp";
+  EXPECT_TRUE(lse.outside_view_holds(kNaN)) << "in logsumexp's padding";
+}
+
+void expect_sdpa_matches_reference(const SdpaCase& c, uint64_t seed) {
+  SCOPED_TRACE(describe(c) + ", " + seed_note(seed));
+  std::mt19937_64 rng(seed);
+  SdpaTensors tensors(c);
+  tensors.fill_inputs_uniform(rng);
+  run_and_compare(c, tensors.q.view(), tensors.k.view(), tensors.v.view(), tensors.out, tensors.lse);
+}
+
+}  // namespace attention_test

@@ -1,0 +1,116 @@
+// Shared helpers of the attention tests: strided test tensors, printed seeds, DESIGN.md's fp32
+// comparison rule, and the run-and-compare step of every scaled_dot_product_attention case.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention/attention.h"
+
+namespace attention_test {
+
+// Memory layouts behind the same logical [B, H, S, D] view (rank-3 tensors such as logsumexp get the
+// analogous layout of [B, H, S] with S innermost).
+enum class Layout {
+  kDense,   // row-major [B, H, S, D]
+  kPadded,  // row-major with unused elements after every row, head and batch
+  kBSHD,    // memory order [B, S, H, D]: heads interleaved per position, as a fused QKV projection writes
+  kSHBD,    // memory order [S, H, B, D] with padded rows: batch and heads inside the sequence
+};
+constexpr std::array<Layout, 4> kAllLayouts = {Layout::kDense, Layout::kPadded, Layout::kBSHD,
+                                               Layout::kSHBD};
+const char* layout_name(Layout layout);
+
+using Index = std::array<int64_t, attention::kMaxRank>;
+
+// An fp32 tensor owning its storage and handing out a strided TensorView of it.
+class Tensor {
+ public:
+  // Storage for `shape` (rank 3 or 4) in `layout`, filled with quiet NaN. A zero extent still gets one
+  // slice of storage (data is never null, and a kernel that writes anyway is caught); a trailing guard
+  // keeps views that a test widens (e.g. innermost stride 2) inside the allocation.
+  explicit Tensor(std::vector<int64_t> shape, Layout layout = Layout::kDense);
+
+  attention::TensorView view();
+  const std::vector<int64_t>& shape() const { return shape_; }
+  std::vector<float>& storage() { return storage_; }
+  const std::vector<float>& storage() const { return storage_; }
+
+  // Sets every element of the view, visited in row-major order (so a seed reproduces the values).
+  void fill(const std::function<float(const Index&)>& value_at);
+  void fill_uniform(std::mt19937_64& rng, float low, float high);
+  // Sets the whole backing storage, padding and guard included.
+  void fill_storage(float value);
+  void poison();  // fill_storage(quiet NaN)
+
+  // The view's elements as a dense row-major vector.
+  std::vector<float> to_dense() const;
+  // Success if every storage element outside the view still holds `value` bit for bit.
+  ::testing::AssertionResult outside_view_holds(float value) const;
+
+ private:
+  void for_each_element(const std::function<void(const Index&, int64_t offset)>& visit) const;
+
+  std::vector<int64_t> shape_;
+  Index strides_{};
+  std::vector<float> storage_;
+};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
+
+// ATTENTION_TEST_SEED if set, else a fresh std::random_device value; printed on first use.
+uint64_t base_seed();
+// The base seed mixed with the running test's full name: distinct per test, reproducible by name.
+uint64_t seed_for_current_test();
+// "seed S (rerun with ATTENTION_TEST_SEED=B)", for SCOPED_TRACE.
+std::string seed_note(uint64_t seed);
+
+// DESIGN.md's fp32 rule: max abs error <= 2e-5 * max(1, max|ref|) and relative L2 error <= 1e-5.
+// A NaN output where the reference is finite fails; infinite reference values must match exactly.
+// `shape` only names the worst element in the message.
+::testing::AssertionResult matches_reference(const std::vector<float>& actual,
+                                             const std::vector<double>& expected,
+                                             const std::vector<int64_t>& shape);
+
+// One scaled_dot_product_attention problem.
+struct SdpaCase {
+  int64_t B = 1, H = 1, Hkv = 1, Sq = 1, Sk = 1, D = 1, Dv = 1;
+  Layout q_layout = Layout::kDense, k_layout = Layout::kDense, v_layout = Layout::kDense;
+  Layout out_layout = Layout::kDense;  // also the layout of logsumexp
+  std::optional<float> scale;          // unset: the library's default 1/sqrt(D)
+  bool logsumexp = false;
+
+  SdpaCase& layout(Layout all);  // q, k, v and out
+  SdpaCase& layouts(Layout q, Layout k, Layout v, Layout out);
+  SdpaCase& with_scale(float value);
+  SdpaCase& with_logsumexp();
+  double effective_scale() const;
+};
+SdpaCase sdpa_case(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D, int64_t Dv);
+std::string describe(const SdpaCase& c);
+std::string identifier(const SdpaCase& c);  // usable as a gtest parameter name
+void PrintTo(const SdpaCase& c, std::ostream* os);
+
+// The tensors of a case, shaped and laid out as it says, inputs still NaN.
+struct SdpaTensors {
+  explicit SdpaTensors(const SdpaCase& c);
+  void fill_inputs_uniform(std::mt19937_64& rng);  // q, k, v in [-1, 1]
+  Tensor q, k, v, out, lse;
+};
+
+// Poisons out (and logsumexp if the case asks for it), runs the library, and expects success, results
+// matching reference_sdpa, and nothing written outside the output views.
+void run_and_compare(const SdpaCase& c, const attention::TensorView& q, const attention::TensorView& k,
+                     const attention::TensorView& v, Tensor& out, Tensor& lse);
+// The whole step on fresh random inputs drawn from `seed`, traced with the case and the seed.
+void expect_sdpa_matches_reference(const SdpaCase& c, uint64_t seed);
+
+}  // namespace attention_test
