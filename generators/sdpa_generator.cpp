@@ -14,7 +14,8 @@ using namespace attention_gen;
 enum class QueryTiling { Prefill, Decode };
 
 // Repeats the edge element in the listed dimensions only, so register blocks that round a tile up
-// may read past the end of a sequence without leaving the buffer.
+// may read past the end of a sequence without leaving the buffer. Feature dims are never clamped: a
+// per-lane clamp turns vector loads into gathers, so the schedule keeps those blocks in bounds.
 Func clamp_dims(const GeneratorInput<Buffer<float, 4>>& in, const std::vector<int>& dims) {
   Region bounds(4);
   for (int dim : dims) bounds[dim] = Range(in.dim(dim).min(), in.dim(dim).extent());
@@ -38,9 +39,10 @@ class SdpaGenerator : public Generator<SdpaGenerator> {
     SdpaInputs in;
     in.q = clamp_dims(q, {1});
     in.k = clamp_dims(k, {1});
-    in.v = clamp_dims(v, {0, 1});
+    in.v = v;  // P·V reduces over exactly [0, Sk)
     in.scale = scale;
     in.head_dim = q.dim(0).extent();
+    in.value_dim = v.dim(0).extent();
     in.seq_k = k.dim(1).extent();
     in.heads_per_kv = q.dim(2).extent() / k.dim(2).extent();
     funcs_ = scaled_dot_product(in);

@@ -26,6 +26,7 @@ struct SdpaInputs {
   Halide::Func v;  // (c, j, kv_head, b)
   Halide::Expr scale;
   Halide::Expr head_dim;      // D
+  Halide::Expr value_dim;     // Dv
   Halide::Expr seq_k;         // Sk
   Halide::Expr heads_per_kv;  // H / Hkv (grouped-query attention)
 };
@@ -33,6 +34,7 @@ struct SdpaInputs {
 // Every stage of the computation, named like the math, for the schedule to place.
 struct SdpaFuncs {
   AttentionVars vars;
+  Halide::Expr value_dim;       // Dv: schedules specialize their value-feature blocking on it
   Halide::RDom r_d;             // over D
   Halide::RDom r_j;             // over Sk
   Halide::Func q_scaled;        // (d, i, h, b)  q * scale: folds the scale into the smaller operand
@@ -52,6 +54,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   Var c = x.c, d = x.d, i = x.i, j = x.j, h = x.h, b = x.b;
   Expr kv_head = h / in.heads_per_kv;
 
+  f.value_dim = in.value_dim;
   f.r_d = RDom(0, in.head_dim, "r_d");
   f.r_j = RDom(0, in.seq_k, "r_j");
 

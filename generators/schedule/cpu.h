@@ -99,16 +99,31 @@ inline void schedule_sdpa_cpu(SdpaFuncs& f, const Halide::Target& target, bool w
   f.row_sum.update().reorder(x.i, f.r_j).vectorize(x.i, t.vector);
 
   // P·V: pv_rows × pv_cols blocks accumulated in registers over all keys, vectorized over features.
+  // v is not clamped in c, so blocks must stay inside [0, Dv): overlapping last blocks (ShiftInwards)
+  // when Dv allows a full block, one vector when it allows that, scalar features below a vector.
   Func weighted_tile = f.weighted_sum.in();
   weighted_tile.compute_at(f.out, tile)
       .split(x.i, blk_i, lane_i, t.pv_rows)
-      .split(x.c, blk_c, lane_c, t.pv_cols)
-      .reorder(lane_c, lane_i, blk_c, blk_i)
-      .vectorize(lane_c, t.vector)
-      .unroll(lane_c)
+      .reorder(x.c, lane_i, blk_i)
       .unroll(lane_i);
-  f.weighted_sum.compute_at(weighted_tile, blk_c).vectorize(x.c, t.vector).unroll(x.c).unroll(x.i);
-  f.weighted_sum.update().reorder(x.c, x.i, f.r_j).vectorize(x.c, t.vector).unroll(x.c).unroll(x.i);
+  f.weighted_sum.compute_at(weighted_tile, blk_c).reorder(x.c, x.i).unroll(x.i);
+  f.weighted_sum.update().reorder(x.c, x.i, f.r_j).unroll(x.i);
+  auto block_features = [&](int block, bool vectorized, TailStrategy tail) {
+    Stage wrapper = weighted_tile, init = f.weighted_sum, update = f.weighted_sum.update();
+    if (block >= 0) {
+      wrapper = weighted_tile.specialize(f.value_dim >= block);
+      init = f.weighted_sum.specialize(f.value_dim >= block);
+      update = f.weighted_sum.update().specialize(f.value_dim >= block);
+    }
+    wrapper.split(x.c, blk_c, lane_c, std::abs(block), tail).reorder(lane_c, lane_i, blk_c, blk_i);
+    if (!vectorized) return;
+    wrapper.vectorize(lane_c, t.vector).unroll(lane_c);
+    init.vectorize(x.c, t.vector).unroll(x.c);
+    update.vectorize(x.c, t.vector).unroll(x.c);
+  };
+  block_features(t.pv_cols, true, TailStrategy::ShiftInwards);
+  if (t.pv_cols > t.vector) block_features(t.vector, true, TailStrategy::ShiftInwards);
+  block_features(-t.pv_cols, false, TailStrategy::GuardWithIf);
 }
 
 }  // namespace attention_gen

@@ -1,5 +1,7 @@
 #include "halide_view.h"
 
+#include "scratch_allocator.h"
+
 #include <mutex>
 
 namespace attention::detail {
@@ -32,10 +34,13 @@ std::string take_halide_error() {
   return message;
 }
 
-void install_halide_error_handler() {
-  // Halide's default handler prints to stderr and may abort; ours reports through Status instead.
+void configure_halide_runtime() {
   static std::once_flag once;
-  std::call_once(once, [] { halide_set_error_handler(record_halide_error); });
+  std::call_once(once, [] {
+    // Halide's default handler prints to stderr and may abort; ours reports through Status instead.
+    halide_set_error_handler(record_halide_error);
+    install_scratch_allocator();
+  });
 }
 
 }  // namespace attention::detail

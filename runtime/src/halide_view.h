@@ -28,11 +28,12 @@ Status run_kernel(const char* kernel_name, Kernel kernel, Args... args);
 
 // The message of the last Halide error on this thread (captured by our error handler).
 std::string take_halide_error();
-void install_halide_error_handler();
+// Routes Halide's errors into Status and its scratch memory through our allocator. Idempotent.
+void configure_halide_runtime();
 
 template <typename Kernel, typename... Args>
 Status run_kernel(const char* kernel_name, Kernel kernel, Args... args) {
-  install_halide_error_handler();
+  configure_halide_runtime();
   const int code = kernel(args...);
   if (code == 0) return Status::ok_status();
   return Status::invalid(std::string("internal: kernel ") + kernel_name + " failed (code " +
