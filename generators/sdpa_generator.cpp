@@ -22,6 +22,13 @@ Func clamp_dims(const GeneratorInput<Buffer<float, 4>>& in, const std::vector<in
   return BoundaryConditions::repeat_edge(in, bounds);
 }
 
+// v extended with zeros past its last feature (dim 0), so blocks may round Dv up.
+Func zero_pad_features(const GeneratorInput<Buffer<float, 4>>& in) {
+  Region bounds(4);
+  bounds[0] = Range(in.dim(0).min(), in.dim(0).extent());
+  return BoundaryConditions::constant_exterior(in, 0.0f, bounds);
+}
+
 class SdpaGenerator : public Generator<SdpaGenerator> {
  public:
   GeneratorParam<QueryTiling> query_tiling{
@@ -39,7 +46,9 @@ class SdpaGenerator : public Generator<SdpaGenerator> {
     SdpaInputs in;
     in.q = clamp_dims(q, {1});
     in.k = clamp_dims(k, {1});
-    in.v = v;  // P·V reduces over exactly [0, Sk)
+    // Prefill stages v per head, padded with zero features so P·V blocks never need a tail; decode
+    // reads v once and in place (P·V reduces over exactly [0, Sk), so no clamp is needed).
+    in.v = prefill() ? zero_pad_features(v) : Func(v);
     in.scale = scale;
     in.head_dim = q.dim(0).extent();
     in.value_dim = v.dim(0).extent();
@@ -57,14 +66,16 @@ class SdpaGenerator : public Generator<SdpaGenerator> {
 
   void schedule() {
     if (using_autoscheduler()) return;
-    schedule_sdpa_cpu(funcs_, get_target(), query_tiling == QueryTiling::Prefill);
+    schedule_sdpa_cpu(funcs_, get_target(), prefill());
   }
 
  private:
   SdpaFuncs funcs_;
 
+  bool prefill() const { return query_tiling == QueryTiling::Prefill; }
+
   void set_estimates() {
-    const int sq = query_tiling == QueryTiling::Prefill ? 1024 : 1;
+    const int sq = prefill() ? 1024 : 1;
     const int sk = 1024, d = 64, heads = 8, batch = 1;
     q.set_estimates({{0, d}, {0, sq}, {0, heads}, {0, batch}});
     k.set_estimates({{0, d}, {0, sk}, {0, heads}, {0, batch}});

@@ -35,6 +35,7 @@ struct SdpaInputs {
 struct SdpaFuncs {
   AttentionVars vars;
   Halide::Expr value_dim;       // Dv: schedules specialize their value-feature blocking on it
+  Halide::Func values;          // in.v, so a schedule can stage (pack) it
   Halide::RDom r_d;             // over D
   Halide::RDom r_j;             // over Sk
   Halide::Func q_scaled;        // (d, i, h, b)  q * scale: folds the scale into the smaller operand
@@ -55,6 +56,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   Expr kv_head = h / in.heads_per_kv;
 
   f.value_dim = in.value_dim;
+  f.values = in.v;
   f.r_d = RDom(0, in.head_dim, "r_d");
   f.r_j = RDom(0, in.seq_k, "r_j");
 

@@ -99,8 +99,6 @@ inline void schedule_sdpa_cpu(SdpaFuncs& f, const Halide::Target& target, bool w
   f.row_sum.update().reorder(x.i, f.r_j).vectorize(x.i, t.vector);
 
   // P·V: pv_rows × pv_cols blocks accumulated in registers over all keys, vectorized over features.
-  // v is not clamped in c, so blocks must stay inside [0, Dv): overlapping last blocks (ShiftInwards)
-  // when Dv allows a full block, one vector when it allows that, scalar features below a vector.
   Func weighted_tile = f.weighted_sum.in();
   weighted_tile.compute_at(f.out, tile)
       .split(x.i, blk_i, lane_i, t.pv_rows)
@@ -108,6 +106,20 @@ inline void schedule_sdpa_cpu(SdpaFuncs& f, const Halide::Target& target, bool w
       .unroll(lane_i);
   f.weighted_sum.compute_at(weighted_tile, blk_c).reorder(x.c, x.i).unroll(x.i);
   f.weighted_sum.update().reorder(x.c, x.i, f.r_j).unroll(x.i);
+  if (wide_queries) {
+    // Prefill: v is read once per query tile, so copy each head's v once into an aligned buffer
+    // whose rows are padded with zeros to whole blocks (the user's rows may be misaligned: loads that
+    // straddle cache lines cost ~15% here). Blocks then round Dv up freely.
+    f.values.compute_at(f.out, x.h).vectorize(f.values.args()[0], t.vector);
+    weighted_tile.split(x.c, blk_c, lane_c, t.pv_cols).reorder(lane_c, lane_i, blk_c, blk_i)
+        .vectorize(lane_c, t.vector).unroll(lane_c);
+    f.weighted_sum.vectorize(x.c, t.vector).unroll(x.c);
+    f.weighted_sum.update().vectorize(x.c, t.vector).unroll(x.c);
+    return;
+  }
+  // Decode: v is read in place (copying it would double the memory traffic). It is not padded, so
+  // blocks stay inside [0, Dv): overlapping last blocks (ShiftInwards) when Dv allows a full block,
+  // one vector when it allows that, scalar features below a vector.
   auto block_features = [&](int block, bool vectorized, TailStrategy tail) {
     Stage wrapper = weighted_tile, init = f.weighted_sum, update = f.weighted_sum.update();
     if (block >= 0) {
