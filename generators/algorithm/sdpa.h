@@ -34,6 +34,7 @@ struct SdpaInputs {
 // Every stage of the computation, named like the math, for the schedule to place.
 struct SdpaFuncs {
   AttentionVars vars;
+  Halide::Expr head_dim;        // D: schedules may specialize the Q·Kᵀ reduction on it
   Halide::Expr value_dim;       // Dv: schedules specialize their value-feature blocking on it
   Halide::Func values;          // in.v, so a schedule can stage (pack) it
   Halide::RDom r_d;             // over D
@@ -55,6 +56,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   Var c = x.c, d = x.d, i = x.i, j = x.j, h = x.h, b = x.b;
   Expr kv_head = h / in.heads_per_kv;
 
+  f.head_dim = in.head_dim;
   f.value_dim = in.value_dim;
   f.values = in.v;
   f.r_d = RDom(0, in.head_dim, "r_d");

@@ -89,6 +89,10 @@ inline void schedule_sdpa_cpu(SdpaFuncs& f, const Halide::Target& target, bool w
   f.scores.compute_at(scores_tile, blk_i).reorder_storage(x.i, x.j, x.h, x.b).reorder(x.i, x.j)
       .vectorize(x.i, t.vector).unroll(x.i).unroll(x.j);
   f.scores.update().reorder(x.i, x.j, f.r_d).vectorize(x.i, t.vector).unroll(x.i).unroll(x.j);
+  for (int head_dim : {64, 128}) {
+    RVar d_outer("d_outer"), d_inner("d_inner");
+    f.scores.update().specialize(f.head_dim == head_dim).split(f.r_d, d_outer, d_inner, 4).unroll(d_inner);
+  }
 
   // Softmax statistics, vectorized across the tile's queries.
   f.row_max.compute_at(f.out, tile).vectorize(x.i, t.vector);
