@@ -9,6 +9,7 @@
 #include <attention/attention.h>
 #include <benchmark/benchmark.h>
 #include <cblas.h>  // OpenBLAS's own (see bench/CMakeLists.txt): declares openblas_set_num_threads
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -52,6 +53,13 @@ constexpr unsigned kSeed = 20240611;
 [[noreturn]] void fail(const std::string& message) {
   std::fprintf(stderr, "sdpa_bench: %s\n", message.c_str());
   std::abort();
+}
+
+int bench_threads_from_env();
+// ATTENTION_BENCH_THREADS, else all hardware threads; read once.
+int bench_threads() {
+  static const int threads = bench_threads_from_env();
+  return threads;
 }
 
 std::string shape_name(const Shape& s) {
@@ -159,20 +167,28 @@ HeadSlices head_slices(const Problem& p, float* out, int64_t b, int64_t h) {
           out + q_offset};
 }
 
-// scores: an Sq×Sk workspace reused by every head, as a framework's scratch buffer would be.
-void openblas_math(const Problem& p, float* out, float* scores) {
+// Heads run in parallel, one OpenBLAS call per head on its own thread (as a framework's batched
+// matmul does for many heads): measured here this beats OpenBLAS's own threading inside each call,
+// whose idle workers also keep spinning while a serial softmax runs. scores: one Sq×Sk workspace per
+// thread, reused across heads like a framework's scratch buffer.
+void openblas_math(const Problem& p, float* out, std::vector<std::vector<float>>& scores) {
   const Shape& s = p.shape;
   const int sq = static_cast<int>(s.sq), sk = static_cast<int>(s.sk), d = static_cast<int>(s.d);
-  for (int64_t b = 0; b < s.b; ++b) {
-    for (int64_t h = 0; h < s.h; ++h) {
-      const HeadSlices m = head_slices(p, out, b, h);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, sk, d, default_scale(s), m.q, d, m.k, d,
-                  0.f, scores, sk);
-      softmax_rows(scores, sq, sk);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, d, sk, 1.f, scores, sk, m.v, d, 0.f,
-                  m.out, d);
-    }
+  const int64_t heads = s.b * s.h;
+#pragma omp parallel for schedule(dynamic) num_threads(static_cast<int>(scores.size()))
+  for (int64_t bh = 0; bh < heads; ++bh) {
+    float* workspace = scores[omp_get_thread_num()].data();
+    const HeadSlices m = head_slices(p, out, bh / s.h, bh % s.h);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, sk, d, default_scale(s), m.q, d, m.k, d,
+                0.f, workspace, sk);
+    softmax_rows(workspace, sq, sk);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, d, sk, 1.f, workspace, sk, m.v, d, 0.f,
+                m.out, d);
   }
+}
+
+std::vector<std::vector<float>> math_workspaces(const Shape& s, int threads) {
+  return std::vector<std::vector<float>>(threads, std::vector<float>(s.sq * s.sk));
 }
 
 // Textbook loops, single-threaded: the floor every other figure is compared with.
@@ -223,9 +239,10 @@ attention::Status ours(const Problem& p, float* out) {
 const std::vector<float>& reference_of(Problem& p) {
   if (p.reference.empty()) {
     p.reference.resize(q_size(p.shape));
-    std::vector<float> scores(p.shape.sq * p.shape.sk);
-    openblas_math(p, p.reference.data(), scores.data());
-    // OpenBLAS's idle workers spin for 2^28 TSC ticks (~0.1 s) before sleeping: let them, so they
+    std::vector<std::vector<float>> scores = math_workspaces(p.shape, bench_threads());
+    openblas_set_num_threads(1);
+    openblas_math(p, p.reference.data(), scores);
+    // Idle OpenBLAS and OpenMP workers spin for a while (~0.1 s) before sleeping: let them, so they
     // do not take the cores from the benchmark that asked for this reference.
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
   }
@@ -287,9 +304,10 @@ void BM_Ours(benchmark::State& state, Shape shape) {
 void BM_OpenBlasMath(benchmark::State& state, Shape shape) {
   Problem& p = problem_for(shape);
   std::vector<float> out(q_size(shape), NAN);
-  std::vector<float> scores(shape.sq * shape.sk);
+  std::vector<std::vector<float>> scores = math_workspaces(shape, bench_threads());
+  openblas_set_num_threads(1);  // parallel over heads instead (see openblas_math)
   for (auto _ : state) {
-    openblas_math(p, out.data(), scores.data());
+    openblas_math(p, out.data(), scores);
     benchmark::ClobberMemory();
   }
   report(state, shape, "openblas_math");
@@ -312,6 +330,7 @@ void BM_SgemmProbe(benchmark::State& state, int n) {
   std::mt19937 rng(kSeed);
   const std::vector<float> a = random_floats(int64_t{n} * n, rng), b = random_floats(int64_t{n} * n, rng);
   std::vector<float> c(int64_t{n} * n);
+  openblas_set_num_threads(bench_threads());
   for (auto _ : state) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f,
                 c.data(), n);
@@ -345,7 +364,7 @@ void register_benchmarks() {
   for (int n : kSgemmSizes) add("sgemm/" + std::to_string(n), BM_SgemmProbe, n);
 }
 
-int bench_threads() {
+int bench_threads_from_env() {
   const char* env = std::getenv("ATTENTION_BENCH_THREADS");
   if (env == nullptr || *env == '\0')
     return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -364,7 +383,6 @@ int main(int argc, char** argv) {
 
   const int threads = bench_threads();
   attention::set_num_threads(threads);
-  openblas_set_num_threads(threads);
   benchmark::AddCustomContext("threads", std::to_string(threads));
   benchmark::AddCustomContext("openblas",
                               std::string(openblas_get_config()) + " core=" + openblas_get_corename());
