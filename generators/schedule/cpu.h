@@ -18,6 +18,7 @@ struct CpuTiling {
   int pv_rows;        // P·V register block: query rows
   int pv_cols;        // P·V register block: value features (a multiple of vector)
   int query_tile;     // queries per work item
+  int key_chunk;      // keys per P·V pass over a tile (prefill)
 };
 
 // wide_queries: tiles for prefill (many queries); otherwise for decode-like calls with few queries.
@@ -39,6 +40,8 @@ inline CpuTiling cpu_tiling(const Halide::Target& target, bool wide_queries) {
     // 48 is a multiple of every score_queries above and of pv_rows; 48 score rows × 2048 keys is
     // 384 KiB, which stays in a 512 KiB-2 MiB L2.
     t.query_tile = 48;
+    // 128 keys: the chunk of v one register block reads (128 × pv_cols floats, 8-32 KiB) stays in L1.
+    t.key_chunk = 128;
   } else {
     // Few queries: one vector of queries so a single query wastes at most vector-1 lanes.
     t.score_queries = t.vector;
@@ -46,8 +49,74 @@ inline CpuTiling cpu_tiling(const Halide::Target& target, bool wide_queries) {
     t.pv_rows = 1;     // no padding rows when Sq == 1
     t.pv_cols = 4 * t.vector;
     t.query_tile = t.vector;
+    t.key_chunk = 0;  // unused: decode reads v in place
   }
   return t;
+}
+
+// Prefill P·V. Each head's v is copied once into an aligned buffer whose rows are padded with zeros
+// to whole blocks (user rows may be misaligned: loads straddling cache lines cost ~15%), so blocks
+// round Dv up freely. Keys go in chunks: every pv_rows × pv_cols register block of the tile passes over
+// one chunk of v and of the weights while it is in L1/L2, then adds its partial sums into the tile.
+inline void schedule_weighted_sum_by_key_chunks(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile) {
+  using namespace Halide;
+  const AttentionVars& x = f.vars;
+  Var blk_i("blk_i"), lane_i("lane_i"), blk_c("blk_c"), lane_c("lane_c"), chunk("key_chunk");
+  RVar chunk_r("key_chunk_r"), key_r("key_r");
+  f.values.compute_at(f.out, x.h).vectorize(f.values.args()[0], t.vector);
+  Func chunk_sum =
+      f.weighted_sum.update().split(f.r_j, chunk_r, key_r, t.key_chunk).rfactor(chunk_r, chunk);
+  f.weighted_sum.compute_at(f.out, tile).vectorize(x.c, t.vector);
+  f.weighted_sum.update()
+      .split(x.i, blk_i, lane_i, t.pv_rows, TailStrategy::RoundUp)
+      .split(x.c, blk_c, lane_c, t.pv_cols, TailStrategy::RoundUp)
+      .reorder(lane_c, lane_i, blk_c, blk_i, chunk_r)
+      .vectorize(lane_c, t.vector)
+      .unroll(lane_c)
+      .unroll(lane_i);
+  chunk_sum.compute_at(f.weighted_sum, blk_c)
+      .reorder(x.c, x.i)
+      .vectorize(x.c, t.vector)
+      .unroll(x.c)
+      .unroll(x.i);
+  chunk_sum.update()
+      .reorder(x.c, x.i, key_r)
+      .vectorize(x.c, t.vector)
+      .unroll(x.c)
+      .unroll(x.i);
+}
+
+// Decode P·V: v is read once, in place (copying it would double the memory traffic); blocks
+// accumulate over all keys in registers.
+inline void schedule_weighted_sum_in_place(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile) {
+  using namespace Halide;
+  const AttentionVars& x = f.vars;
+  Var blk_i("blk_i"), lane_i("lane_i"), blk_c("blk_c"), lane_c("lane_c");
+  Func weighted_tile = f.weighted_sum.in();
+  weighted_tile.compute_at(f.out, tile)
+      .split(x.i, blk_i, lane_i, t.pv_rows)
+      .reorder(x.c, lane_i, blk_i)
+      .unroll(lane_i);
+  f.weighted_sum.compute_at(weighted_tile, blk_c).reorder(x.c, x.i).unroll(x.i);
+  f.weighted_sum.update().reorder(x.c, x.i, f.r_j).unroll(x.i);
+  // v is not padded, so blocks stay inside [0, Dv): overlapping last blocks (ShiftInwards) when Dv allows a full block,
+  // one vector when it allows that, scalar features below a vector.
+  auto block_features = [&](int block, bool vectorized, TailStrategy tail) {
+    Stage wrapper = weighted_tile, init = f.weighted_sum, update = f.weighted_sum.update();
+    if (block >= 0) {
+      wrapper = weighted_tile.specialize(f.value_dim >= block);
+      init = f.weighted_sum.specialize(f.value_dim >= block);
+      update = f.weighted_sum.update().specialize(f.value_dim >= block);
+    }
+    wrapper.split(x.c, blk_c, lane_c, std::abs(block), tail).reorder(lane_c, lane_i, blk_c, blk_i);
+    if (!vectorized) return;
+    wrapper.vectorize(lane_c, t.vector).unroll(lane_c);
+    init.vectorize(x.c, t.vector).unroll(x.c);
+    update.vectorize(x.c, t.vector).unroll(x.c);
+  };
+  block_features(t.pv_cols, true, TailStrategy::ShiftInwards);
+  if (t.pv_cols > t.vector) block_features(t.vector, true, TailStrategy::ShiftInwards);
+  block_features(-t.pv_cols, false, TailStrategy::GuardWithIf);
 }
 
 // Schedules out and logsumexp (both pipeline outputs) and every stage they consume.
@@ -56,7 +125,7 @@ inline void schedule_sdpa_cpu(SdpaFuncs& f, const Halide::Target& target, bool w
   const CpuTiling t = cpu_tiling(target, wide_queries);
   const AttentionVars& x = f.vars;
   Var tile("tile"), tile_h("tile_h"), i_tile("i_tile"), i_in("i_in");
-  Var blk_i("blk_i"), blk_j("blk_j"), lane_i("lane_i"), lane_j("lane_j"), blk_c("blk_c"), lane_c("lane_c");
+  Var blk_i("blk_i"), blk_j("blk_j"), lane_i("lane_i"), lane_j("lane_j");
 
   // One parallel work item per (query tile, head, batch); GuardWithIf so the last tile never writes
   // past Sq (the stages inside round up and read clamped inputs instead).
@@ -102,44 +171,11 @@ inline void schedule_sdpa_cpu(SdpaFuncs& f, const Halide::Target& target, bool w
   f.row_sum.compute_at(f.out, tile).vectorize(x.i, t.vector);
   f.row_sum.update().reorder(x.i, f.r_j).vectorize(x.i, t.vector);
 
-  // P·V: pv_rows × pv_cols blocks accumulated in registers over all keys, vectorized over features.
-  Func weighted_tile = f.weighted_sum.in();
-  weighted_tile.compute_at(f.out, tile)
-      .split(x.i, blk_i, lane_i, t.pv_rows)
-      .reorder(x.c, lane_i, blk_i)
-      .unroll(lane_i);
-  f.weighted_sum.compute_at(weighted_tile, blk_c).reorder(x.c, x.i).unroll(x.i);
-  f.weighted_sum.update().reorder(x.c, x.i, f.r_j).unroll(x.i);
   if (wide_queries) {
-    // Prefill: v is read once per query tile, so copy each head's v once into an aligned buffer
-    // whose rows are padded with zeros to whole blocks (the user's rows may be misaligned: loads that
-    // straddle cache lines cost ~15% here). Blocks then round Dv up freely.
-    f.values.compute_at(f.out, x.h).vectorize(f.values.args()[0], t.vector);
-    weighted_tile.split(x.c, blk_c, lane_c, t.pv_cols).reorder(lane_c, lane_i, blk_c, blk_i)
-        .vectorize(lane_c, t.vector).unroll(lane_c);
-    f.weighted_sum.vectorize(x.c, t.vector).unroll(x.c);
-    f.weighted_sum.update().vectorize(x.c, t.vector).unroll(x.c);
-    return;
+    schedule_weighted_sum_by_key_chunks(f, t, tile);
+  } else {
+    schedule_weighted_sum_in_place(f, t, tile);
   }
-  // Decode: v is read in place (copying it would double the memory traffic). It is not padded, so
-  // blocks stay inside [0, Dv): overlapping last blocks (ShiftInwards) when Dv allows a full block,
-  // one vector when it allows that, scalar features below a vector.
-  auto block_features = [&](int block, bool vectorized, TailStrategy tail) {
-    Stage wrapper = weighted_tile, init = f.weighted_sum, update = f.weighted_sum.update();
-    if (block >= 0) {
-      wrapper = weighted_tile.specialize(f.value_dim >= block);
-      init = f.weighted_sum.specialize(f.value_dim >= block);
-      update = f.weighted_sum.update().specialize(f.value_dim >= block);
-    }
-    wrapper.split(x.c, blk_c, lane_c, std::abs(block), tail).reorder(lane_c, lane_i, blk_c, blk_i);
-    if (!vectorized) return;
-    wrapper.vectorize(lane_c, t.vector).unroll(lane_c);
-    init.vectorize(x.c, t.vector).unroll(x.c);
-    update.vectorize(x.c, t.vector).unroll(x.c);
-  };
-  block_features(t.pv_cols, true, TailStrategy::ShiftInwards);
-  if (t.pv_cols > t.vector) block_features(t.vector, true, TailStrategy::ShiftInwards);
-  block_features(-t.pv_cols, false, TailStrategy::GuardWithIf);
 }
 
 }  // namespace attention_gen
