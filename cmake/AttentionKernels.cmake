@@ -17,10 +17,12 @@ set(ATTENTION_X86_TARGETS
 
 add_halide_runtime(attention_halide_runtime TARGETS ${ATTENTION_X86_TARGETS})
 
-function(attention_kernel NAME)
+# attention_halide_library(<name> GENERATOR <g> [PARAMS ...] [TARGETS ...]): the library alone, not
+# linked into the runtime (test-only kernels use this directly).
+function(attention_halide_library NAME)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "" "GENERATOR" "PARAMS;TARGETS")
   if (NOT ARG_GENERATOR)
-    message(FATAL_ERROR "attention_kernel(${NAME}): GENERATOR is required")
+    message(FATAL_ERROR "attention_halide_library(${NAME}): GENERATOR is required")
   endif ()
   if (NOT ARG_TARGETS)
     set(ARG_TARGETS ${ATTENTION_X86_TARGETS})
@@ -31,6 +33,10 @@ function(attention_kernel NAME)
                      PARAMS ${ARG_PARAMS}
                      TARGETS ${ARG_TARGETS}
                      USE_RUNTIME attention_halide_runtime)
+endfunction()
+
+function(attention_kernel NAME)
+  attention_halide_library(${NAME} ${ARGN})
   set_property(GLOBAL APPEND PROPERTY ATTENTION_KERNELS ${NAME})
 endfunction()
 
