@@ -166,6 +166,24 @@ TEST(SdpaZeroSize, NoKeysGiveZerosAndMinusInfinityLogsumexp) {
   }
 }
 
+// Input views may walk memory backwards: q's positions and k's and v's heads reversed through negative
+// strides (the reference reads through the same views).
+TEST(SdpaStrides, NegativeStridesMatchReference) {
+  const SdpaCase c = sdpa_case(2, 4, 2, 50, 33, 64, 40).with_logsumexp();
+  const uint64_t seed = seed_for_current_test();
+  SCOPED_TRACE(describe(c) + ", " + seed_note(seed));
+  std::mt19937_64 rng(seed);
+  SdpaTensors tensors(c);
+  tensors.fill_inputs_uniform(rng);
+  const auto reversed = [](attention::TensorView view, int dim) {
+    view.data = static_cast<float*>(view.data) + (view.shape[dim] - 1) * view.strides[dim];
+    view.strides[dim] = -view.strides[dim];
+    return view;
+  };
+  run_and_compare(c, reversed(tensors.q.view(), 2), reversed(tensors.k.view(), 1),
+                  reversed(tensors.v.view(), 1), tensors.out, tensors.lse);
+}
+
 // D == 0 leaves the default scale 1/sqrt(D) undefined; a head without value features (Dv == 0) is a
 // caller bug. Both are errors naming the operand and the dim.
 TEST(SdpaZeroSize, ZeroHeadDimIsAnError) {

@@ -206,6 +206,17 @@ TEST_F(SdpaValidation, NonFiniteScale) {
   }
 }
 
+// The kernels index with 32 bits: a view spanning 2 GiB or more, or a size or stride beyond int32, is
+// rejected before anything reads it (so these views need no memory behind them).
+TEST_F(SdpaValidation, BeyondThirtyTwoBitIndexing) {
+  k.strides[2] = int64_t{1} << 29;  // kSk rows 2^29 floats apart: 2^29 * 16 * 4 bytes
+  v.strides[2] = k.strides[2];
+  expect_rejected({"k:"}, {{"2 gib", "32"}});
+  reset_views();
+  q.strides[0] = int64_t{1} << 40;
+  expect_rejected({"q:"}, {{"int32"}});
+}
+
 TEST(TensorView, FactoriesFillShapeAndStrides) {
   float data[1] = {};
   const TensorView dense = TensorView::contiguous(data, {2, 3, 4, 5});
