@@ -1,5 +1,6 @@
 // Benchmarks attention::scaled_dot_product_attention (fp32, CPU) against, in the same run:
-//   - the "math path" a framework takes on CPU: per (batch, head) sgemm S = scale·Q·Kᵀ, row softmax,
+//   - the "math path" a framework takes on CPU: per (batch, head) sgemm S = scale·Q·Kᵀ, row
+//   softmax,
 //     sgemm O = P·V, with OpenBLAS;
 //   - naive loops (small shapes and decode only);
 //   - a square sgemm probe: the machine's practical peak, so every GFLOP/s reads as a % of it.
@@ -38,10 +39,8 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {{1, 8, 8, 512, 512, 64}, true},
-    {{1, 8, 8, 2048, 2048, 64}, false},
-    {{4, 12, 12, 256, 256, 64}, true},
-    {{1, 16, 16, 1024, 1024, 128}, false},
+    {{1, 8, 8, 512, 512, 64}, true},   {{1, 8, 8, 2048, 2048, 64}, false},
+    {{4, 12, 12, 256, 256, 64}, true}, {{1, 16, 16, 1024, 1024, 128}, false},
     {{1, 32, 32, 1, 4096, 128}, true},  // decode: one query against a 4096-entry KV cache
 };
 
@@ -93,8 +92,11 @@ Problem& problem_for(const Shape& s) {
   auto it = problems.find(shape_name(s));
   if (it == problems.end()) {
     std::mt19937 rng(kSeed);
-    Problem p{s, random_floats(q_size(s), rng), random_floats(kv_size(s), rng),
-              random_floats(kv_size(s), rng), {}};
+    Problem p{s,
+              random_floats(q_size(s), rng),
+              random_floats(kv_size(s), rng),
+              random_floats(kv_size(s), rng),
+              {}};
     it = problems.emplace(shape_name(s), std::move(p)).first;
   }
   return it->second;
@@ -141,7 +143,8 @@ float reduce_row(const float* row, int64_t n, float init, Op op) {
 void softmax_rows(float* scores, int64_t rows, int64_t cols) {
   for (int64_t i = 0; i < rows; ++i) {
     float* row = scores + i * cols;
-    const float max = reduce_row(row, cols, -INFINITY, [](float a, float b) { return std::max(a, b); });
+    const float max =
+        reduce_row(row, cols, -INFINITY, [](float a, float b) { return std::max(a, b); });
     for (int64_t j = 0; j < cols; ++j) row[j] = exp_poly(row[j] - max);
     const float inv_sum = 1.f / reduce_row(row, cols, 0.f, [](float a, float b) { return a + b; });
     for (int64_t j = 0; j < cols; ++j) row[j] *= inv_sum;
@@ -163,27 +166,27 @@ HeadSlices head_slices(const Problem& p, float* out, int64_t b, int64_t h) {
   const Shape& s = p.shape;
   const int64_t kv_head = b * s.hkv + h / (s.h / s.hkv);
   const int64_t q_offset = (b * s.h + h) * s.sq * s.d;
-  return {p.q.data() + q_offset, p.k.data() + kv_head * s.sk * s.d, p.v.data() + kv_head * s.sk * s.d,
-          out + q_offset};
+  return {p.q.data() + q_offset, p.k.data() + kv_head * s.sk * s.d,
+          p.v.data() + kv_head * s.sk * s.d, out + q_offset};
 }
 
 // Heads run in parallel, one OpenBLAS call per head on its own thread (as a framework's batched
 // matmul does for many heads): measured here this beats OpenBLAS's own threading inside each call,
-// whose idle workers also keep spinning while a serial softmax runs. scores: one Sq×Sk workspace per
-// thread, reused across heads like a framework's scratch buffer.
+// whose idle workers also keep spinning while a serial softmax runs. scores: one Sq×Sk workspace
+// per thread, reused across heads like a framework's scratch buffer.
 void openblas_math(const Problem& p, float* out, std::vector<std::vector<float>>& scores) {
   const Shape& s = p.shape;
   const int sq = static_cast<int>(s.sq), sk = static_cast<int>(s.sk), d = static_cast<int>(s.d);
   const int64_t heads = s.b * s.h;
-#pragma omp parallel for schedule(dynamic) num_threads(static_cast<int>(scores.size()))
+#pragma omp parallel for schedule(dynamic) num_threads(static_cast <int>(scores.size()))
   for (int64_t bh = 0; bh < heads; ++bh) {
     float* workspace = scores[omp_get_thread_num()].data();
     const HeadSlices m = head_slices(p, out, bh / s.h, bh % s.h);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, sk, d, default_scale(s), m.q, d, m.k, d,
-                0.f, workspace, sk);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, sk, d, default_scale(s), m.q, d, m.k,
+                d, 0.f, workspace, sk);
     softmax_rows(workspace, sq, sk);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, d, sk, 1.f, workspace, sk, m.v, d, 0.f,
-                m.out, d);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, d, sk, 1.f, workspace, sk, m.v, d,
+                0.f, m.out, d);
   }
 }
 
@@ -229,7 +232,8 @@ attention::Status ours(const Problem& p, float* out) {
     return attention::TensorView::contiguous(const_cast<float*>(data.data()), {b, h, seq, d});
   };
   return attention::scaled_dot_product_attention(
-      view(p.q, s.b, s.h, s.sq, s.d), view(p.k, s.b, s.hkv, s.sk, s.d), view(p.v, s.b, s.hkv, s.sk, s.d),
+      view(p.q, s.b, s.h, s.sq, s.d), view(p.k, s.b, s.hkv, s.sk, s.d),
+      view(p.v, s.b, s.hkv, s.sk, s.d),
       attention::TensorView::contiguous(out, {s.b, s.h, s.sq, s.d}));
 }
 
@@ -274,7 +278,8 @@ benchmark::Counter per_second(double amount_per_iteration) {
 void report(benchmark::State& state, const Shape& s, const char* impl) {
   state.SetLabel(impl);
   state.counters["GFLOP/s"] = per_second(attention_flops(s) * 1e-9);
-  if (s.sq == 1) state.counters["GB/s"] = per_second(kv_bytes(s) * 1e-9);  // decode reads all of K, V
+  if (s.sq == 1)
+    state.counters["GB/s"] = per_second(kv_bytes(s) * 1e-9);  // decode reads all of K, V
   state.counters["B"] = s.b;
   state.counters["H"] = s.h;
   state.counters["Hkv"] = s.hkv;
@@ -328,12 +333,13 @@ void BM_Naive(benchmark::State& state, Shape shape) {
 
 void BM_SgemmProbe(benchmark::State& state, int n) {
   std::mt19937 rng(kSeed);
-  const std::vector<float> a = random_floats(int64_t{n} * n, rng), b = random_floats(int64_t{n} * n, rng);
+  const std::vector<float> a = random_floats(int64_t{n} * n, rng),
+                           b = random_floats(int64_t{n} * n, rng);
   std::vector<float> c(int64_t{n} * n);
   openblas_set_num_threads(bench_threads());
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n, 0.f,
-                c.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.f, a.data(), n, b.data(), n,
+                0.f, c.data(), n);
     benchmark::ClobberMemory();
   }
   state.SetLabel("sgemm");
@@ -352,11 +358,12 @@ struct Impl {
   bool every_shape;  // else only the cases marked with_naive
 };
 
-// Grouped by implementation, ours first: OpenBLAS's workers keep spinning for a while after each call,
-// which would slow our multi-threaded kernels if they ran right after an OpenBLAS benchmark.
+// Grouped by implementation, ours first: OpenBLAS's workers keep spinning for a while after each
+// call, which would slow our multi-threaded kernels if they ran right after an OpenBLAS benchmark.
 void register_benchmarks() {
-  const Impl impls[] = {
-      {"ours", BM_Ours, true}, {"openblas_math", BM_OpenBlasMath, true}, {"naive", BM_Naive, false}};
+  const Impl impls[] = {{"ours", BM_Ours, true},
+                        {"openblas_math", BM_OpenBlasMath, true},
+                        {"naive", BM_Naive, false}};
   for (const Impl& impl : impls)
     for (const Case& c : kCases)
       if (impl.every_shape || c.with_naive)
@@ -384,8 +391,8 @@ int main(int argc, char** argv) {
   const int threads = bench_threads();
   attention::set_num_threads(threads);
   benchmark::AddCustomContext("threads", std::to_string(threads));
-  benchmark::AddCustomContext("openblas",
-                              std::string(openblas_get_config()) + " core=" + openblas_get_corename());
+  benchmark::AddCustomContext(
+      "openblas", std::string(openblas_get_config()) + " core=" + openblas_get_corename());
 
   register_benchmarks();
   benchmark::RunSpecifiedBenchmarks();

@@ -1,6 +1,6 @@
 // The main job: runs scaled dot-product attention through the public API on a realistic prefill
-// shape and a decode shape, checks each against the naive double-precision loops, and prints a table
-// of time and GFLOP/s (ours vs the naive loop).
+// shape and a decode shape, checks each against the naive double-precision loops, and prints a
+// table of time and GFLOP/s (ours vs the naive loop).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -55,11 +55,11 @@ bool run_shape(const Shape& s, std::mt19937& rng) {
     std::printf("%s: error: %s\n", s.name, status.message().c_str());
     return false;
   }
-  const double ours = best_seconds(5, [&] { attention::scaled_dot_product_attention(qv, kv, vv, ov); });
+  const double ours =
+      best_seconds(5, [&] { attention::scaled_dot_product_attention(qv, kv, vv, ov); });
   std::vector<double> expected;
-  const double naive = seconds([&] {
-    reference_sdpa(qv, kv, vv, 1.0 / std::sqrt(double(s.D)), &expected, nullptr);
-  });
+  const double naive = seconds(
+      [&] { reference_sdpa(qv, kv, vv, 1.0 / std::sqrt(double(s.D)), &expected, nullptr); });
   double max_err = 0, max_ref = 0;
   for (size_t n = 0; n < expected.size(); ++n) {
     max_err = std::max(max_err, std::abs(out[n] - expected[n]));  // NaN fails the check below

@@ -32,18 +32,20 @@ Func zero_pad_features(const GeneratorInput<Buffer<float, 4>>& in) {
 class SdpaGenerator : public Generator<SdpaGenerator> {
  public:
   GeneratorParam<QueryTiling> query_tiling{
-      "query_tiling", QueryTiling::Prefill,
+      "query_tiling",
+      QueryTiling::Prefill,
       {{"prefill", QueryTiling::Prefill}, {"decode", QueryTiling::Decode}}};
 
-  // Tests only: derive the tiling from this target (e.g. x86-64-linux-avx512_skylake) instead of the
-  // compile target, so a machine without AVX-512 can still execute and check the AVX-512 tile logic.
+  // Tests only: derive the tiling from this target (e.g. x86-64-linux-avx512_skylake) instead of
+  // the compile target, so a machine without AVX-512 can still execute and check the AVX-512 tile
+  // logic.
   GeneratorParam<std::string> tiling_as{"tiling_as", ""};
 
   Input<Buffer<float, 4>> q{"q"};  // (d, i, h, b)
   Input<Buffer<float, 4>> k{"k"};  // (d, j, kv_head, b)
   Input<Buffer<float, 4>> v{"v"};  // (c, j, kv_head, b)
   Input<float> scale{"scale"};
-  Output<Buffer<float, 4>> out{"out"};             // (c, i, h, b)
+  Output<Buffer<float, 4>> out{"out"};              // (c, i, h, b)
   Output<Buffer<float, 3>> logsumexp{"logsumexp"};  // (i, h, b)
 
   void generate() {
@@ -71,7 +73,8 @@ class SdpaGenerator : public Generator<SdpaGenerator> {
   void schedule() {
     if (using_autoscheduler()) return;
     const std::string tiling_target = tiling_as;
-    schedule_sdpa_cpu(funcs_, tiling_target.empty() ? get_target() : Target(tiling_target), prefill());
+    schedule_sdpa_cpu(funcs_, tiling_target.empty() ? get_target() : Target(tiling_target),
+                      prefill());
   }
 
  private:

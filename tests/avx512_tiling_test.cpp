@@ -1,7 +1,8 @@
 // The AVX-512 tiling (3 query vectors × 8 keys for Q·Kᵀ, 6 rows × 4 vectors for P·V, one 16-query
 // vector per decode tile) only runs on AVX-512 CPUs. These kernels are compiled for AVX2 with that
-// tiling (generator parameter tiling_as), so any AVX2 machine executes and checks its block and tail
-// logic against the reference. They are called directly, without the runtime's argument checks.
+// tiling (generator parameter tiling_as), so any AVX2 machine executes and checks its block and
+// tail logic against the reference. They are called directly, without the runtime's argument
+// checks.
 #include <HalideBuffer.h>
 #include <gtest/gtest.h>
 
@@ -23,8 +24,8 @@ using HalideBuffer = Halide::Runtime::Buffer<float>;
 HalideBuffer halide_view(const attention::TensorView& t) {
   std::vector<halide_dimension_t> dims(t.rank);
   for (int d = 0; d < t.rank; ++d) {
-    dims[t.rank - 1 - d] = halide_dimension_t(0, static_cast<int32_t>(t.shape[d]),
-                                              static_cast<int32_t>(t.strides[d]));
+    dims[t.rank - 1 - d] =
+        halide_dimension_t(0, static_cast<int32_t>(t.shape[d]), static_cast<int32_t>(t.strides[d]));
   }
   return HalideBuffer(static_cast<float*>(t.data), t.rank, dims.data());
 }
@@ -59,7 +60,8 @@ TEST(Avx512Tiling, KernelsMatchReference) {
   const uint64_t seed = seed_for_current_test();
   for (int64_t dv : kValueDims) {
     // Prefill: Sq >= 48 with ragged tiles; decode: Sq below a tile and around 16.
-    expect_kernel_matches_reference(sdpa_case(1, 2, 2, 97, 37, 64, dv).with_logsumexp(), true, seed);
+    expect_kernel_matches_reference(sdpa_case(1, 2, 2, 97, 37, 64, dv).with_logsumexp(), true,
+                                    seed);
     expect_kernel_matches_reference(sdpa_case(2, 4, 2, 48, 9, 59, dv).with_logsumexp(), true, seed);
     for (int64_t queries : {1, 15, 17, 47}) {
       expect_kernel_matches_reference(sdpa_case(1, 2, 1, queries, 70, 128, dv).with_logsumexp(),

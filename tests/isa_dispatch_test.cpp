@@ -1,7 +1,8 @@
-// The kernels are compiled for several x86 instruction sets and Halide's multi-target wrapper picks one
-// per call from the CPU's features. The rest of the suite exercises the best set this CPU has; these
-// tests narrow the choice through Halide's dispatch hook so every lower variant the CPU can execute
-// is checked against the reference too (AVX-512 only runs, and is only tested, on an AVX-512 CPU).
+// The kernels are compiled for several x86 instruction sets and Halide's multi-target wrapper picks
+// one per call from the CPU's features. The rest of the suite exercises the best set this CPU has;
+// these tests narrow the choice through Halide's dispatch hook so every lower variant the CPU can
+// execute is checked against the reference too (AVX-512 only runs, and is only tested, on an
+// AVX-512 CPU).
 #include <HalideRuntime.h>
 #include <gtest/gtest.h>
 
@@ -44,11 +45,11 @@ class ScopedDispatchHook {
 // vector tails, GQA and strided views.
 void expect_cases_match_reference() {
   const uint64_t seed = seed_for_current_test();
-  for (const SdpaCase& c : {sdpa_case(1, 2, 2, 1, 300, 64, 64).with_logsumexp(),
-                            sdpa_case(2, 4, 2, 47, 61, 59, 80),
-                            sdpa_case(1, 2, 2, 100, 129, 128, 128).with_logsumexp(),
-                            sdpa_case(1, 4, 1, 130, 77, 8, 3).layout(Layout::kPadded),
-                            sdpa_case(2, 3, 3, 49, 50, 111, 17).layout(Layout::kBSHD)}) {
+  for (const SdpaCase& c :
+       {sdpa_case(1, 2, 2, 1, 300, 64, 64).with_logsumexp(), sdpa_case(2, 4, 2, 47, 61, 59, 80),
+        sdpa_case(1, 2, 2, 100, 129, 128, 128).with_logsumexp(),
+        sdpa_case(1, 4, 1, 130, 77, 8, 3).layout(Layout::kPadded),
+        sdpa_case(2, 3, 3, 49, 50, 111, 17).layout(Layout::kBSHD)}) {
     expect_sdpa_matches_reference(c, seed);
   }
 }

@@ -1,5 +1,6 @@
-// A seeded random sweep over shapes, layouts, scales and logsumexp requests, in shards so that ctest
-// can run them side by side. Every failing configuration prints its case and the seed to rerun it.
+// A seeded random sweep over shapes, layouts, scales and logsumexp requests, in shards so that
+// ctest can run them side by side. Every failing configuration prints its case and the seed to
+// rerun it.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -46,7 +47,8 @@ int64_t draw_query_length(std::mt19937_64& rng) {
   return uniform(rng, 1, 150);
 }
 
-// D leans towards the head dims the kernels specialize (64, 128); the rest covers every vector tail.
+// D leans towards the head dims the kernels specialize (64, 128); the rest covers every vector
+// tail.
 int64_t draw_head_dim(std::mt19937_64& rng) {
   if (chance(rng, 0.25)) return chance(rng, 0.5) ? 64 : 128;
   return uniform(rng, 1, 130);
@@ -56,7 +58,8 @@ Layout draw_layout(std::mt19937_64& rng) {
   return kAllLayouts[static_cast<size_t>(uniform(rng, 0, kAllLayouts.size() - 1))];
 }
 
-// Draws are sequenced one per statement: argument evaluation order would make the cases compiler-dependent.
+// Draws are sequenced one per statement: argument evaluation order would make the cases
+// compiler-dependent.
 SdpaCase draw_case(std::mt19937_64& rng) {
   for (;;) {
     SdpaCase c;

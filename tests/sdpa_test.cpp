@@ -17,30 +17,29 @@ namespace {
 
 class Sdpa : public ::testing::TestWithParam<SdpaCase> {};
 
-TEST_P(Sdpa, MatchesReference) { expect_sdpa_matches_reference(GetParam(), seed_for_current_test()); }
+TEST_P(Sdpa, MatchesReference) {
+  expect_sdpa_matches_reference(GetParam(), seed_for_current_test());
+}
 
-std::string case_name(const ::testing::TestParamInfo<SdpaCase>& info) { return identifier(info.param); }
+std::string case_name(const ::testing::TestParamInfo<SdpaCase>& info) {
+  return identifier(info.param);
+}
 
 // Sizes: 1, odd and prime, D off the vector width, Sq != Sk, and Sq on both sides of 48 (the kernel
 // tiles small and large query counts differently).
-INSTANTIATE_TEST_SUITE_P(Shapes, Sdpa,
-                         ::testing::Values(sdpa_case(1, 1, 1, 1, 1, 8, 8),
-                                           sdpa_case(1, 1, 1, 1, 1, 64, 64).with_logsumexp(),
-                                           sdpa_case(1, 2, 2, 239, 1, 64, 64),
-                                           sdpa_case(1, 2, 2, 799, 3, 59, 59).with_logsumexp(),
-                                           sdpa_case(2, 3, 3, 7, 13, 8, 8),
-                                           sdpa_case(1, 2, 2, 13, 97, 59, 80).with_logsumexp(),
-                                           sdpa_case(1, 2, 2, 47, 64, 64, 32),
-                                           sdpa_case(1, 2, 2, 48, 64, 64, 32).with_logsumexp(),
-                                           sdpa_case(1, 1, 1, 97, 131, 111, 111),
-                                           sdpa_case(1, 2, 2, 131, 7, 80, 80).with_logsumexp(),
-                                           sdpa_case(2, 4, 4, 100, 100, 64, 64),
-                                           sdpa_case(1, 2, 2, 1, 1000, 64, 64).with_logsumexp(),
-                                           sdpa_case(1, 2, 2, 130, 77, 128, 128).with_logsumexp(),
-                                           sdpa_case(1, 3, 3, 49, 50, 128, 128),
-                                           sdpa_case(1, 2, 2, 5, 9, 1, 1),
-                                           sdpa_case(3, 1, 1, 2, 200, 8, 130)),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, Sdpa,
+    ::testing::Values(
+        sdpa_case(1, 1, 1, 1, 1, 8, 8), sdpa_case(1, 1, 1, 1, 1, 64, 64).with_logsumexp(),
+        sdpa_case(1, 2, 2, 239, 1, 64, 64), sdpa_case(1, 2, 2, 799, 3, 59, 59).with_logsumexp(),
+        sdpa_case(2, 3, 3, 7, 13, 8, 8), sdpa_case(1, 2, 2, 13, 97, 59, 80).with_logsumexp(),
+        sdpa_case(1, 2, 2, 47, 64, 64, 32), sdpa_case(1, 2, 2, 48, 64, 64, 32).with_logsumexp(),
+        sdpa_case(1, 1, 1, 97, 131, 111, 111), sdpa_case(1, 2, 2, 131, 7, 80, 80).with_logsumexp(),
+        sdpa_case(2, 4, 4, 100, 100, 64, 64), sdpa_case(1, 2, 2, 1, 1000, 64, 64).with_logsumexp(),
+        sdpa_case(1, 2, 2, 130, 77, 128, 128).with_logsumexp(),
+        sdpa_case(1, 3, 3, 49, 50, 128, 128), sdpa_case(1, 2, 2, 5, 9, 1, 1),
+        sdpa_case(3, 1, 1, 2, 200, 8, 130)),
+    case_name);
 
 // Non-contiguous views: padded strides and transposed batch/head layouts, alone and mixed.
 INSTANTIATE_TEST_SUITE_P(
@@ -58,16 +57,15 @@ INSTANTIATE_TEST_SUITE_P(
     case_name);
 
 // Grouped-query (H = 4 Hkv) and multi-query (Hkv = 1) attention.
-INSTANTIATE_TEST_SUITE_P(GroupedQuery, Sdpa,
-                         ::testing::Values(sdpa_case(1, 8, 2, 61, 67, 64, 64),
-                                           sdpa_case(2, 8, 2, 53, 29, 128, 128)
-                                               .layout(Layout::kBSHD)
-                                               .with_logsumexp(),
-                                           sdpa_case(1, 8, 2, 7, 300, 59, 80).layout(Layout::kPadded),
-                                           sdpa_case(1, 8, 1, 50, 33, 64, 64).with_logsumexp(),
-                                           sdpa_case(1, 8, 1, 3, 200, 80, 80).layout(Layout::kSHBD),
-                                           sdpa_case(3, 4, 1, 1, 7, 64, 64).with_logsumexp()),
-                         case_name);
+INSTANTIATE_TEST_SUITE_P(
+    GroupedQuery, Sdpa,
+    ::testing::Values(sdpa_case(1, 8, 2, 61, 67, 64, 64),
+                      sdpa_case(2, 8, 2, 53, 29, 128, 128).layout(Layout::kBSHD).with_logsumexp(),
+                      sdpa_case(1, 8, 2, 7, 300, 59, 80).layout(Layout::kPadded),
+                      sdpa_case(1, 8, 1, 50, 33, 64, 64).with_logsumexp(),
+                      sdpa_case(1, 8, 1, 3, 200, 80, 80).layout(Layout::kSHBD),
+                      sdpa_case(3, 4, 1, 1, 7, 64, 64).with_logsumexp()),
+    case_name);
 
 // Explicit scales, negative ones included (they turn the softmax towards the least similar keys).
 INSTANTIATE_TEST_SUITE_P(
@@ -91,10 +89,10 @@ TEST(SdpaAliasing, InputsMayShareStorage) {
   run_and_compare(c, shared, shared, shared, tensors.out, tensors.lse);
 }
 
-// Scores far beyond ±88, where exp over- or underflows in fp32: only a softmax that subtracts the row
-// max survives. q and k hold ±8, so q·k (a multiple of 64, |q·k| <= 4096) is exact in fp32 and the scale
-// is a power of two; every row's top score is unique and at least 64·|scale| above the next, so the
-// result does not hinge on how a kernel rounds scores of this size.
+// Scores far beyond ±88, where exp over- or underflows in fp32: only a softmax that subtracts the
+// row max survives. q and k hold ±8, so q·k (a multiple of 64, |q·k| <= 4096) is exact in fp32 and
+// the scale is a power of two; every row's top score is unique and at least 64·|scale| above the
+// next, so the result does not hinge on how a kernel rounds scores of this size.
 TEST(SdpaLargeLogits, DoNotOverflow) {
   constexpr int64_t kHeadDim = 64, kKeys = 20;
   const uint64_t seed = seed_for_current_test();
@@ -108,25 +106,28 @@ TEST(SdpaLargeLogits, DoNotOverflow) {
       for (float& value : pattern) value = (rng() & 1) ? 8.0f : -8.0f;
 
       SdpaTensors tensors(c);
-      // Key j negates the first (7 j mod 20) coordinates: every key is a distinct distance from the pattern.
+      // Key j negates the first (7 j mod 20) coordinates: every key is a distinct distance from the
+      // pattern.
       tensors.k.fill([&](const Index& i) {
         return i[3] < (7 * i[2]) % kKeys ? -pattern[i[3]] : pattern[i[3]];
       });
-      // Query rows are +pattern or -pattern (top scores near +4096·scale and -4096·scale), each with one
-      // more negated coordinate beyond the keys' range, which shifts all its scores alike.
+      // Query rows are +pattern or -pattern (top scores near +4096·scale and -4096·scale), each
+      // with one more negated coordinate beyond the keys' range, which shifts all its scores alike.
       tensors.q.fill([&](const Index& i) {
         const float sign = (i[1] + i[2]) % 2 == 0 ? 1.0f : -1.0f;
         const bool negated = i[3] == kKeys + i[2] % (kHeadDim - kKeys);
         return (negated ? -sign : sign) * pattern[i[3]];
       });
       tensors.v.fill_uniform(rng, -1.0f, 1.0f);
-      run_and_compare(c, tensors.q.view(), tensors.k.view(), tensors.v.view(), tensors.out, tensors.lse);
+      run_and_compare(c, tensors.q.view(), tensors.k.view(), tensors.v.view(), tensors.out,
+                      tensors.lse);
 
       // The premise: every row's logsumexp (about its top score) lies far outside exp's fp32 range.
       std::vector<double> reference_out, reference_lse;
       reference_sdpa(tensors.q.view(), tensors.k.view(), tensors.v.view(), scale, &reference_out,
                      &reference_lse);
-      const auto [lowest, highest] = std::minmax_element(reference_lse.begin(), reference_lse.end());
+      const auto [lowest, highest] =
+          std::minmax_element(reference_lse.begin(), reference_lse.end());
       EXPECT_LT(*lowest, -500.0);
       EXPECT_GT(*highest, 1500.0);
       EXPECT_TRUE(std::all_of(reference_lse.begin(), reference_lse.end(),
@@ -135,8 +136,8 @@ TEST(SdpaLargeLogits, DoNotOverflow) {
   }
 }
 
-// B, H, Sq or Dv == 0: nothing to compute; run_and_compare checks that the whole (poisoned) out storage
-// is untouched, since none of it is inside the empty view.
+// B, H, Sq or Dv == 0: nothing to compute; run_and_compare checks that the whole (poisoned) out
+// storage is untouched, since none of it is inside the empty view.
 TEST(SdpaZeroSize, EmptyOutputSucceedsWithoutWriting) {
   const uint64_t seed = seed_for_current_test();
   for (const SdpaCase& c : {sdpa_case(0, 2, 2, 5, 7, 8, 8).with_logsumexp(),
@@ -151,12 +152,14 @@ TEST(SdpaZeroSize, EmptyOutputSucceedsWithoutWriting) {
 TEST(SdpaZeroSize, NoKeysGiveZerosAndMinusInfinityLogsumexp) {
   const uint64_t seed = seed_for_current_test();
   for (int64_t queries : {5, 50}) {
-    const SdpaCase c = sdpa_case(2, 4, 2, queries, 0, 8, 6).layout(Layout::kPadded).with_logsumexp();
+    const SdpaCase c =
+        sdpa_case(2, 4, 2, queries, 0, 8, 6).layout(Layout::kPadded).with_logsumexp();
     SCOPED_TRACE(describe(c) + ", " + seed_note(seed));
     std::mt19937_64 rng(seed);
     SdpaTensors tensors(c);
     tensors.q.fill_uniform(rng, -1.0f, 1.0f);
-    run_and_compare(c, tensors.q.view(), tensors.k.view(), tensors.v.view(), tensors.out, tensors.lse);
+    run_and_compare(c, tensors.q.view(), tensors.k.view(), tensors.v.view(), tensors.out,
+                    tensors.lse);
 
     const std::vector<float> out = tensors.out.to_dense(), lse = tensors.lse.to_dense();
     EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float value) { return value == 0.0f; }));
@@ -166,8 +169,8 @@ TEST(SdpaZeroSize, NoKeysGiveZerosAndMinusInfinityLogsumexp) {
   }
 }
 
-// Input views may walk memory backwards: q's positions and k's and v's heads reversed through negative
-// strides (the reference reads through the same views).
+// Input views may walk memory backwards: q's positions and k's and v's heads reversed through
+// negative strides (the reference reads through the same views).
 TEST(SdpaStrides, NegativeStridesMatchReference) {
   const SdpaCase c = sdpa_case(2, 4, 2, 50, 33, 64, 40).with_logsumexp();
   const uint64_t seed = seed_for_current_test();

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <limits>
 #include <iomanip>
+#include <limits>
 #include <sstream>
 
 #include "reference/sdpa_reference.h"
@@ -18,8 +18,9 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 // Trailing elements after every tensor's last element; covers views a test widens by up to 256.
 constexpr int64_t kGuardElements = 256;
 
-// Where each logical dimension lives in memory: `order` lists them outermost first, `padding[level]`
-// unused elements follow each run of the dimension at that level (level 0 = innermost).
+// Where each logical dimension lives in memory: `order` lists them outermost first,
+// `padding[level]` unused elements follow each run of the dimension at that level (level 0 =
+// innermost).
 struct Placement {
   std::vector<int> order;
   std::vector<int64_t> padding;
@@ -65,10 +66,14 @@ uint64_t splitmix64(uint64_t x) {
 
 const char* layout_name(Layout layout) {
   switch (layout) {
-    case Layout::kDense: return "dense";
-    case Layout::kPadded: return "padded";
-    case Layout::kBSHD: return "bshd";
-    case Layout::kSHBD: return "shbd";
+    case Layout::kDense:
+      return "dense";
+    case Layout::kPadded:
+      return "padded";
+    case Layout::kBSHD:
+      return "bshd";
+    case Layout::kSHBD:
+      return "shbd";
   }
   return "?";
 }
@@ -135,9 +140,9 @@ std::vector<float> Tensor::to_dense() const {
     if (changed++ == 0) first_changed = static_cast<int64_t>(i);
   }
   if (changed == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << changed << " storage elements outside the view were written, "
-                                       << "the first at offset " << first_changed << " (now "
-                                       << storage_[first_changed] << ")";
+  return ::testing::AssertionFailure()
+         << changed << " storage elements outside the view were written, "
+         << "the first at offset " << first_changed << " (now " << storage_[first_changed] << ")";
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
@@ -166,15 +171,16 @@ uint64_t seed_for_current_test() {
 }
 
 std::string seed_note(uint64_t seed) {
-  return "seed " + std::to_string(seed) + " (rerun with ATTENTION_TEST_SEED=" +
-         std::to_string(base_seed()) + ")";
+  return "seed " + std::to_string(seed) +
+         " (rerun with ATTENTION_TEST_SEED=" + std::to_string(base_seed()) + ")";
 }
 
 ::testing::AssertionResult matches_reference(const std::vector<float>& actual,
                                              const std::vector<double>& expected,
                                              const std::vector<int64_t>& shape) {
   if (actual.size() != expected.size()) {
-    return ::testing::AssertionFailure() << actual.size() << " elements, reference has " << expected.size();
+    return ::testing::AssertionFailure()
+           << actual.size() << " elements, reference has " << expected.size();
   }
   double max_abs_reference = 0.0, max_error = 0.0, error_squares = 0.0, reference_squares = 0.0;
   size_t worst = 0, first_nonfinite = 0;
@@ -183,7 +189,8 @@ std::string seed_note(uint64_t seed) {
     const double got = actual[i], want = expected[i];
     const bool finite_want = std::isfinite(want), finite_got = std::isfinite(got);
     if (!finite_want || !finite_got) {
-      // A non-finite reference must be reproduced exactly; a non-finite output needs such a reference.
+      // A non-finite reference must be reproduced exactly; a non-finite output needs such a
+      // reference.
       const bool same = std::isnan(want) ? std::isnan(got) : got == want;
       if (same) continue;
       if (nan_outputs + nonfinite_mismatches == 0) first_nonfinite = i;
@@ -206,17 +213,19 @@ std::string seed_note(uint64_t seed) {
                                                   : 0.0;
   const bool ok = nan_outputs == 0 && nonfinite_mismatches == 0 && max_error <= abs_limit &&
                   relative <= relative_limit;
-  ::testing::AssertionResult result = ok ? ::testing::AssertionSuccess() : ::testing::AssertionFailure();
+  ::testing::AssertionResult result =
+      ok ? ::testing::AssertionSuccess() : ::testing::AssertionFailure();
   result << std::setprecision(9) << "max abs error " << max_error << " (limit " << abs_limit << ")";
   if (!actual.empty()) {
     result << " at " << format_index(worst, shape) << ": got " << actual[worst] << ", reference "
            << expected[worst];
   }
-  result << "; relative L2 error " << relative << " (limit " << relative_limit << "); " << nan_outputs
-         << " NaN where the reference is finite, " << nonfinite_mismatches << " other non-finite mismatches";
+  result << "; relative L2 error " << relative << " (limit " << relative_limit << "); "
+         << nan_outputs << " NaN where the reference is finite, " << nonfinite_mismatches
+         << " other non-finite mismatches";
   if (nan_outputs + nonfinite_mismatches > 0) {
-    result << ", the first at " << format_index(first_nonfinite, shape) << ": got " << actual[first_nonfinite]
-           << ", reference " << expected[first_nonfinite];
+    result << ", the first at " << format_index(first_nonfinite, shape) << ": got "
+           << actual[first_nonfinite] << ", reference " << expected[first_nonfinite];
   }
   return result;
 }
@@ -242,7 +251,8 @@ double SdpaCase::effective_scale() const {
   return scale ? static_cast<double>(*scale) : 1.0 / std::sqrt(static_cast<double>(D));
 }
 
-SdpaCase sdpa_case(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D, int64_t Dv) {
+SdpaCase sdpa_case(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D,
+                   int64_t Dv) {
   SdpaCase c;
   c.B = B, c.H = H, c.Hkv = Hkv, c.Sq = Sq, c.Sk = Sk, c.D = D, c.Dv = Dv;
   return c;
@@ -250,18 +260,22 @@ SdpaCase sdpa_case(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, in
 
 std::string describe(const SdpaCase& c) {
   std::ostringstream text;
-  text << "B=" << c.B << " H=" << c.H << " Hkv=" << c.Hkv << " Sq=" << c.Sq << " Sk=" << c.Sk << " D=" << c.D
-       << " Dv=" << c.Dv << " layouts q=" << layout_name(c.q_layout) << " k=" << layout_name(c.k_layout)
-       << " v=" << layout_name(c.v_layout) << " out=" << layout_name(c.out_layout) << " scale=";
-  if (c.scale) text << std::setprecision(9) << *c.scale; else text << "default";
+  text << "B=" << c.B << " H=" << c.H << " Hkv=" << c.Hkv << " Sq=" << c.Sq << " Sk=" << c.Sk
+       << " D=" << c.D << " Dv=" << c.Dv << " layouts q=" << layout_name(c.q_layout)
+       << " k=" << layout_name(c.k_layout) << " v=" << layout_name(c.v_layout)
+       << " out=" << layout_name(c.out_layout) << " scale=";
+  if (c.scale)
+    text << std::setprecision(9) << *c.scale;
+  else
+    text << "default";
   text << " logsumexp=" << (c.logsumexp ? "on" : "off");
   return text.str();
 }
 
 std::string identifier(const SdpaCase& c) {
   std::ostringstream text;
-  text << "B" << c.B << "_H" << c.H << "_Hkv" << c.Hkv << "_Sq" << c.Sq << "_Sk" << c.Sk << "_D" << c.D
-       << "_Dv" << c.Dv;
+  text << "B" << c.B << "_H" << c.H << "_Hkv" << c.Hkv << "_Sq" << c.Sq << "_Sk" << c.Sk << "_D"
+       << c.D << "_Dv" << c.Dv;
   const bool one_layout =
       c.q_layout == c.out_layout && c.k_layout == c.out_layout && c.v_layout == c.out_layout;
   if (one_layout) {
@@ -292,18 +306,21 @@ void SdpaTensors::fill_inputs_uniform(std::mt19937_64& rng) {
   for (Tensor* input : {&q, &k, &v}) input->fill_uniform(rng, -1.0f, 1.0f);
 }
 
-void run_and_compare(const SdpaCase& c, const attention::TensorView& q, const attention::TensorView& k,
-                     const attention::TensorView& v, Tensor& out, Tensor& lse) {
+void run_and_compare(const SdpaCase& c, const attention::TensorView& q,
+                     const attention::TensorView& k, const attention::TensorView& v, Tensor& out,
+                     Tensor& lse) {
   out.poison();
   lse.poison();
   attention::SdpaOptions options;
   options.scale = c.scale;
   if (c.logsumexp) options.logsumexp = lse.view();
-  const attention::Status status = attention::scaled_dot_product_attention(q, k, v, out.view(), options);
+  const attention::Status status =
+      attention::scaled_dot_product_attention(q, k, v, out.view(), options);
   ASSERT_TRUE(status.ok()) << status.message();
 
   std::vector<double> reference_out, reference_lse;
-  reference_sdpa(q, k, v, c.effective_scale(), &reference_out, c.logsumexp ? &reference_lse : nullptr);
+  reference_sdpa(q, k, v, c.effective_scale(), &reference_out,
+                 c.logsumexp ? &reference_lse : nullptr);
   EXPECT_TRUE(matches_reference(out.to_dense(), reference_out, out.shape())) << "in out";
   EXPECT_TRUE(out.outside_view_holds(kNaN)) << "in out's padding";
   if (!c.logsumexp) return;
@@ -316,7 +333,8 @@ void expect_sdpa_matches_reference(const SdpaCase& c, uint64_t seed) {
   std::mt19937_64 rng(seed);
   SdpaTensors tensors(c);
   tensors.fill_inputs_uniform(rng);
-  run_and_compare(c, tensors.q.view(), tensors.k.view(), tensors.v.view(), tensors.out, tensors.lse);
+  run_and_compare(c, tensors.q.view(), tensors.k.view(), tensors.v.view(), tensors.out,
+                  tensors.lse);
 }
 
 }  // namespace attention_test

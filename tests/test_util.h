@@ -17,12 +17,13 @@
 
 namespace attention_test {
 
-// Memory layouts behind the same logical [B, H, S, D] view (rank-3 tensors such as logsumexp get the
-// analogous layout of [B, H, S] with S innermost).
+// Memory layouts behind the same logical [B, H, S, D] view (rank-3 tensors such as logsumexp get
+// the analogous layout of [B, H, S] with S innermost).
 enum class Layout {
   kDense,   // row-major [B, H, S, D]
   kPadded,  // row-major with unused elements after every row, head and batch
-  kBSHD,    // memory order [B, S, H, D]: heads interleaved per position, as a fused QKV projection writes
+  kBSHD,    // memory order [B, S, H, D]: heads interleaved per position, as a fused QKV projection
+            // writes
   kSHBD,    // memory order [S, H, B, D] with padded rows: batch and heads inside the sequence
 };
 constexpr std::array<Layout, 4> kAllLayouts = {Layout::kDense, Layout::kPadded, Layout::kBSHD,
@@ -34,9 +35,9 @@ using Index = std::array<int64_t, attention::kMaxRank>;
 // An fp32 tensor owning its storage and handing out a strided TensorView of it.
 class Tensor {
  public:
-  // Storage for `shape` (rank 3 or 4) in `layout`, filled with quiet NaN. A zero extent still gets one
-  // slice of storage (data is never null, and a kernel that writes anyway is caught); a trailing guard
-  // keeps views that a test widens (e.g. innermost stride 2) inside the allocation.
+  // Storage for `shape` (rank 3 or 4) in `layout`, filled with quiet NaN. A zero extent still gets
+  // one slice of storage (data is never null, and a kernel that writes anyway is caught); a
+  // trailing guard keeps views that a test widens (e.g. innermost stride 2) inside the allocation.
   explicit Tensor(std::vector<int64_t> shape, Layout layout = Layout::kDense);
 
   attention::TensorView view();
@@ -94,7 +95,8 @@ struct SdpaCase {
   SdpaCase& with_logsumexp();
   double effective_scale() const;
 };
-SdpaCase sdpa_case(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D, int64_t Dv);
+SdpaCase sdpa_case(int64_t B, int64_t H, int64_t Hkv, int64_t Sq, int64_t Sk, int64_t D,
+                   int64_t Dv);
 std::string describe(const SdpaCase& c);
 std::string identifier(const SdpaCase& c);  // usable as a gtest parameter name
 void PrintTo(const SdpaCase& c, std::ostream* os);
@@ -106,10 +108,11 @@ struct SdpaTensors {
   Tensor q, k, v, out, lse;
 };
 
-// Poisons out (and logsumexp if the case asks for it), runs the library, and expects success, results
-// matching reference_sdpa, and nothing written outside the output views.
-void run_and_compare(const SdpaCase& c, const attention::TensorView& q, const attention::TensorView& k,
-                     const attention::TensorView& v, Tensor& out, Tensor& lse);
+// Poisons out (and logsumexp if the case asks for it), runs the library, and expects success,
+// results matching reference_sdpa, and nothing written outside the output views.
+void run_and_compare(const SdpaCase& c, const attention::TensorView& q,
+                     const attention::TensorView& k, const attention::TensorView& v, Tensor& out,
+                     Tensor& lse);
 // The whole step on fresh random inputs drawn from `seed`, traced with the case and the seed.
 void expect_sdpa_matches_reference(const SdpaCase& c, uint64_t seed);
 

@@ -1,6 +1,6 @@
-// Argument checking of scaled_dot_product_attention (one test per class of bad input: the call fails,
-// the message names the argument and what was expected, and no buffer is written), the TensorView
-// factories, and the thread-count setting.
+// Argument checking of scaled_dot_product_attention (one test per class of bad input: the call
+// fails, the message names the argument and what was expected, and no buffer is written), the
+// TensorView factories, and the thread-count setting.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -20,8 +20,8 @@ namespace {
 
 using attention::TensorView;
 
-// A valid problem that each test breaks in one way. The sizes differ from each other so that a number
-// in a message identifies the dimension it talks about.
+// A valid problem that each test breaks in one way. The sizes differ from each other so that a
+// number in a message identifies the dimension it talks about.
 constexpr int64_t kB = 5, kH = 8, kHkv = 4, kSq = 13, kSk = 17, kD = 24, kDv = 10;
 // What the outputs hold before the call; a rejected call must leave it bit for bit.
 constexpr float kPattern = 7.0f;
@@ -29,7 +29,10 @@ constexpr float kPattern = 7.0f;
 class SdpaValidation : public ::testing::Test {
  protected:
   SdpaValidation()
-      : q_({kB, kH, kSq, kD}), k_({kB, kHkv, kSk, kD}), v_({kB, kHkv, kSk, kDv}), out_({kB, kH, kSq, kDv}),
+      : q_({kB, kH, kSq, kD}),
+        k_({kB, kHkv, kSk, kD}),
+        v_({kB, kHkv, kSk, kDv}),
+        out_({kB, kH, kSq, kDv}),
         lse_({kB, kH, kSq}) {
     std::mt19937_64 rng(seed_);
     for (Tensor* input : {&q_, &k_, &v_}) input->fill_uniform(rng, -1.0f, 1.0f);
@@ -46,8 +49,8 @@ class SdpaValidation : public ::testing::Test {
 
   float* storage_of(Tensor& tensor) { return tensor.storage().data(); }
 
-  // Expects the call to fail with a message naming one of `arguments` (e.g. "k:") and containing, for
-  // each group of `mentions`, one of its (lower-case) phrases; every buffer must be unchanged.
+  // Expects the call to fail with a message naming one of `arguments` (e.g. "k:") and containing,
+  // for each group of `mentions`, one of its (lower-case) phrases; every buffer must be unchanged.
   void expect_rejected(const std::vector<std::string>& arguments,
                        const std::vector<std::vector<std::string>>& mentions) {
     const std::vector<const Tensor*> buffers = {&q_, &k_, &v_, &out_, &lse_};
@@ -61,12 +64,15 @@ class SdpaValidation : public ::testing::Test {
     std::transform(lower.begin(), lower.end(), lower.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     const auto contains_any = [](const std::string& text, const std::vector<std::string>& phrases) {
-      return std::any_of(phrases.begin(), phrases.end(),
-                         [&](const std::string& phrase) { return text.find(phrase) != std::string::npos; });
+      return std::any_of(phrases.begin(), phrases.end(), [&](const std::string& phrase) {
+        return text.find(phrase) != std::string::npos;
+      });
     };
-    EXPECT_TRUE(contains_any(message, arguments)) << "message does not name the argument: " << message;
+    EXPECT_TRUE(contains_any(message, arguments))
+        << "message does not name the argument: " << message;
     for (const std::vector<std::string>& group : mentions) {
-      EXPECT_TRUE(contains_any(lower, group)) << "message lacks \"" << group.front() << "\": " << message;
+      EXPECT_TRUE(contains_any(lower, group))
+          << "message lacks \"" << group.front() << "\": " << message;
     }
     for (size_t i = 0; i < buffers.size(); ++i) {
       EXPECT_TRUE(same_bits(buffers[i]->storage(), before[i])) << "buffer " << i << " was written";
@@ -149,7 +155,8 @@ TEST_F(SdpaValidation, InnermostStrideNotOne) {
   for (const auto& [name, view] : operands()) {
     SCOPED_TRACE(name);
     reset_views();
-    view->strides[3] = 2;  // the tensors' trailing guard keeps the widened rows inside the allocation
+    view->strides[3] =
+        2;  // the tensors' trailing guard keeps the widened rows inside the allocation
     expect_rejected({name}, {{"stride"}, {"1"}});
   }
 }
@@ -197,8 +204,9 @@ TEST_F(SdpaValidation, LogsumexpOverlapsOut) {
 }
 
 TEST_F(SdpaValidation, NonFiniteScale) {
-  for (float scale : {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
-                      -std::numeric_limits<float>::infinity()}) {
+  for (float scale :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+        -std::numeric_limits<float>::infinity()}) {
     SCOPED_TRACE("scale " + std::to_string(scale));
     reset_views();
     options.scale = scale;
@@ -206,8 +214,8 @@ TEST_F(SdpaValidation, NonFiniteScale) {
   }
 }
 
-// The kernels index with 32 bits: a view spanning 2 GiB or more, or a size or stride beyond int32, is
-// rejected before anything reads it (so these views need no memory behind them).
+// The kernels index with 32 bits: a view spanning 2 GiB or more, or a size or stride beyond int32,
+// is rejected before anything reads it (so these views need no memory behind them).
 TEST_F(SdpaValidation, BeyondThirtyTwoBitIndexing) {
   k.strides[2] = int64_t{1} << 29;  // kSk rows 2^29 floats apart: 2^29 * 16 * 4 bytes
   v.strides[2] = k.strides[2];

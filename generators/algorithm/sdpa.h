@@ -1,5 +1,6 @@
 // Scaled dot-product attention as pure Halide definitions: scores -> numerically safe softmax ->
-// weighted sum of values. No scheduling calls here; generators/schedule/ decides loop order and storage.
+// weighted sum of values. No scheduling calls here; generators/schedule/ decides loop order and
+// storage.
 //
 // Halide dimension 0 is innermost, so the row-major [B, H, S, D] tensors appear as (d, s, h, b).
 #pragma once
@@ -34,19 +35,19 @@ struct SdpaInputs {
 // Every stage of the computation, named like the math, for the schedule to place.
 struct SdpaFuncs {
   AttentionVars vars;
-  Halide::Expr head_dim;        // D: schedules may specialize the Q·Kᵀ reduction on it
-  Halide::Expr value_dim;       // Dv: schedules specialize their value-feature blocking on it
-  Halide::Func values;          // in.v, so a schedule can stage (pack) it
-  Halide::RDom r_d;             // over D
-  Halide::RDom r_j;             // over Sk
-  Halide::Func q_scaled;        // (d, i, h, b)  q * scale: folds the scale into the smaller operand
-  Halide::Func scores;          // (j, i, h, b)  scale * q·k
-  Halide::Func row_max;         // (i, h, b)     max_j scores
-  Halide::Func weights;         // (j, i, h, b)  exp(scores - row_max), unnormalized
-  Halide::Func row_sum;         // (i, h, b)     sum_j weights
-  Halide::Func weighted_sum;    // (c, i, h, b)  sum_j weights * v
-  Halide::Func out;             // (c, i, h, b)  weighted_sum / row_sum
-  Halide::Func logsumexp;       // (i, h, b)     row_max + log(row_sum), natural log
+  Halide::Expr head_dim;      // D: schedules may specialize the Q·Kᵀ reduction on it
+  Halide::Expr value_dim;     // Dv: schedules specialize their value-feature blocking on it
+  Halide::Func values;        // in.v, so a schedule can stage (pack) it
+  Halide::RDom r_d;           // over D
+  Halide::RDom r_j;           // over Sk
+  Halide::Func q_scaled;      // (d, i, h, b)  q * scale: folds the scale into the smaller operand
+  Halide::Func scores;        // (j, i, h, b)  scale * q·k
+  Halide::Func row_max;       // (i, h, b)     max_j scores
+  Halide::Func weights;       // (j, i, h, b)  exp(scores - row_max), unnormalized
+  Halide::Func row_sum;       // (i, h, b)     sum_j weights
+  Halide::Func weighted_sum;  // (c, i, h, b)  sum_j weights * v
+  Halide::Func out;           // (c, i, h, b)  weighted_sum / row_sum
+  Halide::Func logsumexp;     // (i, h, b)     row_max + log(row_sum), natural log
 };
 
 inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {

@@ -1,8 +1,8 @@
 // CPU schedule (x86 SSE4.1/AVX2/AVX-512, ARM NEON) for the SDPA Funcs of algorithm/sdpa.h.
 //
-// Work item: one query tile of one (batch, head). Per tile, the scores of its queries against every key
-// live in a buffer stored key-major (queries innermost), so Q·Kᵀ vectorizes over queries and the
-// softmax runs down columns; the score matrix never exists beyond one tile.
+// Work item: one query tile of one (batch, head). Per tile, the scores of its queries against every
+// key live in a buffer stored key-major (queries innermost), so Q·Kᵀ vectorizes over queries and
+// the softmax runs down columns; the score matrix never exists beyond one tile.
 #pragma once
 
 #include "Halide.h"
@@ -27,20 +27,22 @@ inline CpuTiling cpu_tiling(const Halide::Target& target, bool wide_queries) {
   CpuTiling t{};
   t.vector = target.natural_vector_size<float>();
   // AVX-512 and AArch64 have 32 vector registers, SSE/AVX2 16.
-  const bool many_registers = target.has_feature(Target::AVX512) ||
-                              (target.arch == Target::ARM && target.bits == 64);
+  const bool many_registers =
+      target.has_feature(Target::AVX512) || (target.arch == Target::ARM && target.bits == 64);
   if (wide_queries) {
     // 32 regs: 3 query vectors × 8 keys = 24 accumulators + 3 q loads + 1 k broadcast.
     // 16 regs: 2 query vectors × 6 keys = 12 accumulators + 2 q loads + 1 k broadcast.
     t.score_queries = (many_registers ? 3 : 2) * t.vector;
     t.score_keys = many_registers ? 8 : 6;
-    // 32 regs: 6 rows × 4 value vectors = 24 accumulators; 16 regs: 6 × 2 = 12 (+ loads, broadcast).
+    // 32 regs: 6 rows × 4 value vectors = 24 accumulators; 16 regs: 6 × 2 = 12 (+ loads,
+    // broadcast).
     t.pv_rows = 6;
     t.pv_cols = (many_registers ? 4 : 2) * t.vector;
     // 48 is a multiple of every score_queries above and of pv_rows; 48 score rows × 2048 keys is
     // 384 KiB, which stays in a 512 KiB-2 MiB L2.
     t.query_tile = 48;
-    // 128 keys: the chunk of v one register block reads (128 × pv_cols floats, 8-32 KiB) stays in L1.
+    // 128 keys: the chunk of v one register block reads (128 × pv_cols floats, 8-32 KiB) stays in
+    // L1.
     t.key_chunk = 128;
   } else {
     // Few queries: one vector of queries so a single query wastes at most vector-1 lanes.
@@ -56,9 +58,11 @@ inline CpuTiling cpu_tiling(const Halide::Target& target, bool wide_queries) {
 
 // Prefill P·V. Each head's v is copied once into an aligned buffer whose rows are padded with zeros
 // to whole blocks (user rows may be misaligned: loads straddling cache lines cost ~15%), so blocks
-// round Dv up freely. Keys go in chunks: every pv_rows × pv_cols register block of the tile passes over
-// one chunk of v and of the weights while it is in L1/L2, then adds its partial sums into the tile.
-inline void schedule_weighted_sum_by_key_chunks(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile) {
+// round Dv up freely. Keys go in chunks: every pv_rows × pv_cols register block of the tile passes
+// over one chunk of v and of the weights while it is in L1/L2, then adds its partial sums into the
+// tile.
+inline void schedule_weighted_sum_by_key_chunks(SdpaFuncs& f, const CpuTiling& t,
+                                                Halide::Var tile) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
   Var blk_i("blk_i"), lane_i("lane_i"), blk_c("blk_c"), lane_c("lane_c"), chunk("key_chunk");
@@ -79,11 +83,7 @@ inline void schedule_weighted_sum_by_key_chunks(SdpaFuncs& f, const CpuTiling& t
       .vectorize(x.c, t.vector)
       .unroll(x.c)
       .unroll(x.i);
-  chunk_sum.update()
-      .reorder(x.c, x.i, key_r)
-      .vectorize(x.c, t.vector)
-      .unroll(x.c)
-      .unroll(x.i);
+  chunk_sum.update().reorder(x.c, x.i, key_r).vectorize(x.c, t.vector).unroll(x.c).unroll(x.i);
 }
 
 // Decode P·V: v is read once, in place (copying it would double the memory traffic); blocks
@@ -99,8 +99,8 @@ inline void schedule_weighted_sum_in_place(SdpaFuncs& f, const CpuTiling& t, Hal
       .unroll(lane_i);
   f.weighted_sum.compute_at(weighted_tile, blk_c).reorder(x.c, x.i).unroll(x.i);
   f.weighted_sum.update().reorder(x.c, x.i, f.r_j).unroll(x.i);
-  // v is not padded, so blocks stay inside [0, Dv): overlapping last blocks (ShiftInwards) when Dv allows a full block,
-  // one vector when it allows that, scalar features below a vector.
+  // v is not padded, so blocks stay inside [0, Dv): overlapping last blocks (ShiftInwards) when Dv
+  // allows a full block, one vector when it allows that, scalar features below a vector.
   auto block_features = [&](int block, bool vectorized, TailStrategy tail) {
     Stage wrapper = weighted_tile, init = f.weighted_sum, update = f.weighted_sum.update();
     if (block >= 0) {
@@ -141,11 +141,13 @@ inline void schedule_sdpa_cpu(SdpaFuncs& f, const Halide::Target& target, bool w
   f.logsumexp.compute_with(f.out, tile);
 
   // The query tile transposed once (queries innermost), pre-multiplied by the scale.
-  f.q_scaled.compute_at(f.out, tile).reorder_storage(x.i, x.d, x.h, x.b).reorder(x.i, x.d)
+  f.q_scaled.compute_at(f.out, tile)
+      .reorder_storage(x.i, x.d, x.h, x.b)
+      .reorder(x.i, x.d)
       .vectorize(x.i, t.vector);
 
-  // Q·Kᵀ: the tile's scores stored key-major; each score_queries × score_keys block is accumulated in
-  // registers over d, then copied out.
+  // Q·Kᵀ: the tile's scores stored key-major; each score_queries × score_keys block is accumulated
+  // in registers over d, then copied out.
   Func scores_tile = f.scores.in();
   scores_tile.compute_at(f.out, tile)
       .reorder_storage(x.i, x.j, x.h, x.b)
@@ -155,18 +157,27 @@ inline void schedule_sdpa_cpu(SdpaFuncs& f, const Halide::Target& target, bool w
       .vectorize(lane_i, t.vector)
       .unroll(lane_i)
       .unroll(lane_j);
-  f.scores.compute_at(scores_tile, blk_i).reorder_storage(x.i, x.j, x.h, x.b).reorder(x.i, x.j)
-      .vectorize(x.i, t.vector).unroll(x.i).unroll(x.j);
+  f.scores.compute_at(scores_tile, blk_i)
+      .reorder_storage(x.i, x.j, x.h, x.b)
+      .reorder(x.i, x.j)
+      .vectorize(x.i, t.vector)
+      .unroll(x.i)
+      .unroll(x.j);
   f.scores.update().reorder(x.i, x.j, f.r_d).vectorize(x.i, t.vector).unroll(x.i).unroll(x.j);
   for (int head_dim : {64, 128}) {
     RVar d_outer("d_outer"), d_inner("d_inner");
-    f.scores.update().specialize(f.head_dim == head_dim).split(f.r_d, d_outer, d_inner, 4).unroll(d_inner);
+    f.scores.update()
+        .specialize(f.head_dim == head_dim)
+        .split(f.r_d, d_outer, d_inner, 4)
+        .unroll(d_inner);
   }
 
   // Softmax statistics, vectorized across the tile's queries.
   f.row_max.compute_at(f.out, tile).vectorize(x.i, t.vector);
   f.row_max.update().reorder(x.i, f.r_j).vectorize(x.i, t.vector);
-  f.weights.compute_at(f.out, tile).reorder_storage(x.i, x.j, x.h, x.b).reorder(x.i, x.j)
+  f.weights.compute_at(f.out, tile)
+      .reorder_storage(x.i, x.j, x.h, x.b)
+      .reorder(x.i, x.j)
       .vectorize(x.i, t.vector);
   f.row_sum.compute_at(f.out, tile).vectorize(x.i, t.vector);
   f.row_sum.update().reorder(x.i, f.r_j).vectorize(x.i, t.vector);

@@ -1,8 +1,8 @@
 #include "halide_view.h"
 
-#include "scratch_allocator.h"
-
 #include <mutex>
+
+#include "scratch_allocator.h"
 
 namespace attention::detail {
 namespace {
@@ -19,8 +19,8 @@ HalideView::HalideView(const TensorView& t) {
   for (int d = 0; d < t.rank; ++d) {
     // Sizes were checked to fit in int32 before any view is built.
     const int hd = t.rank - 1 - d;
-    dims_[hd] = halide_dimension_t(0, static_cast<int32_t>(t.shape[d]),
-                                   static_cast<int32_t>(t.strides[d]));
+    dims_[hd] =
+        halide_dimension_t(0, static_cast<int32_t>(t.shape[d]), static_cast<int32_t>(t.strides[d]));
   }
   buffer_.host = static_cast<uint8_t*>(t.data);
   buffer_.type = halide_type_t(halide_type_float, 32);

@@ -1,5 +1,5 @@
-// Wraps a TensorView as a halide_buffer_t without copying. Halide's dimension 0 is innermost, so the
-// dims are reversed.
+// Wraps a TensorView as a halide_buffer_t without copying. Halide's dimension 0 is innermost, so
+// the dims are reversed.
 #pragma once
 
 #include <HalideRuntime.h>

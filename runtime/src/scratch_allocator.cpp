@@ -1,7 +1,7 @@
-// Every work item of a kernel allocates its tile of scores (hundreds of KiB). glibc serves blocks that
-// large with fresh mmap'd pages, so each tile paid page faults and an munmap: measured at 1x8x2048x2048
-// x64 that halved the kernel's speed (59 vs 120 GFLOP/s). Keeping a few freed blocks per thread for
-// reuse removes that cost; the cache is bounded, and released when the thread exits.
+// Every work item of a kernel allocates its tile of scores (hundreds of KiB). glibc serves blocks
+// that large with fresh mmap'd pages, so each tile paid page faults and an munmap: measured at
+// 1x8x2048x2048 x64 that halved the kernel's speed (59 vs 120 GFLOP/s). Keeping a few freed blocks
+// per thread for reuse removes that cost; the cache is bounded, and released when the thread exits.
 #include "scratch_allocator.h"
 
 #include <HalideRuntime.h>
@@ -26,7 +26,9 @@ struct Block {
   size_t capacity = 0;
 };
 
-size_t& capacity_of(void* user) { return *reinterpret_cast<size_t*>(static_cast<char*>(user) - kHeader); }
+size_t& capacity_of(void* user) {
+  return *reinterpret_cast<size_t*>(static_cast<char*>(user) - kHeader);
+}
 
 void release(void* user) { halide_default_free(nullptr, static_cast<char*>(user) - kHeader); }
 

@@ -25,11 +25,14 @@ Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorVie
   ATTENTION_RETURN_IF_ERROR(detail::check_view(out, "out", 4, "[B, H, Sq, Dv]"));
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   const int64_t Hkv = k.shape[1], Sk = k.shape[2], Dv = v.shape[3];
-  if (D == 0) return Status::invalid("q: head dim D must be >= 1, got shape " + detail::shape_string(q));
-  ATTENTION_RETURN_IF_ERROR(detail::check_shape(k, "k", {{"B", B}, {"Hkv", -1}, {"Sk", -1}, {"D", D}}));
+  if (D == 0)
+    return Status::invalid("q: head dim D must be >= 1, got shape " + detail::shape_string(q));
+  ATTENTION_RETURN_IF_ERROR(
+      detail::check_shape(k, "k", {{"B", B}, {"Hkv", -1}, {"Sk", -1}, {"D", D}}));
   ATTENTION_RETURN_IF_ERROR(
       detail::check_shape(v, "v", {{"B", B}, {"Hkv", Hkv}, {"Sk", Sk}, {"Dv", -1}}));
-  if (Dv == 0) return Status::invalid("v: head dim Dv must be >= 1, got shape " + detail::shape_string(v));
+  if (Dv == 0)
+    return Status::invalid("v: head dim Dv must be >= 1, got shape " + detail::shape_string(v));
   if (Hkv == 0 ? H != 0 : H % Hkv != 0) {
     return Status::invalid("k: kv heads Hkv=" + std::to_string(Hkv) +
                            " must divide the query heads H=" + std::to_string(H) +

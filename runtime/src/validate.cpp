@@ -65,7 +65,8 @@ Status check_view(const TensorView& t, const char* name, int rank, const char* l
   return Status::ok_status();
 }
 
-Status check_shape(const TensorView& t, const char* name, const std::vector<ExpectedDim>& expected) {
+Status check_shape(const TensorView& t, const char* name,
+                   const std::vector<ExpectedDim>& expected) {
   bool match = true;
   std::string want = "[";
   for (size_t d = 0; d < expected.size(); ++d) {
@@ -105,9 +106,8 @@ Status check_no_self_overlap(const TensorView& out, const char* name) {
   for (int d = 0; d < out.rank; ++d) {
     if (out.shape[d] > 1) dims.push_back(d);
   }
-  std::sort(dims.begin(), dims.end(), [&](int a, int b) {
-    return std::abs(out.strides[a]) < std::abs(out.strides[b]);
-  });
+  std::sort(dims.begin(), dims.end(),
+            [&](int a, int b) { return std::abs(out.strides[a]) < std::abs(out.strides[b]); });
   // Sufficient condition: each stride steps past everything the inner dimensions span.
   int64_t inner_span = 0;
   for (int d : dims) {

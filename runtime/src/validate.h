@@ -7,9 +7,9 @@
 #include "attention/attention.h"
 
 // Returns the Status of `expr` from the enclosing function unless it is ok.
-#define ATTENTION_RETURN_IF_ERROR(expr)                 \
-  do {                                                  \
-    ::attention::Status attention_status_ = (expr);     \
+#define ATTENTION_RETURN_IF_ERROR(expr)                    \
+  do {                                                     \
+    ::attention::Status attention_status_ = (expr);        \
     if (!attention_status_.ok()) return attention_status_; \
   } while (0)
 

@@ -17,7 +17,8 @@ double dot(const attention::TensorView& a, const float* a_row, const attention::
            const float* b_row, int64_t length) {
   double sum = 0.0;
   for (int64_t d = 0; d < length; ++d) {
-    sum += static_cast<double>(a_row[d * a.strides[3]]) * static_cast<double>(b_row[d * b.strides[3]]);
+    sum +=
+        static_cast<double>(a_row[d * a.strides[3]]) * static_cast<double>(b_row[d * b.strides[3]]);
   }
   return sum;
 }
@@ -31,7 +32,8 @@ void reference_sdpa(const attention::TensorView& q, const attention::TensorView&
   const int64_t kv_heads = k.shape[1], kv_len = k.shape[2], value_dim = v.shape[3];
   out->assign(static_cast<size_t>(batch * heads * q_len * value_dim), 0.0);
   if (lse != nullptr) {
-    lse->assign(static_cast<size_t>(batch * heads * q_len), -std::numeric_limits<double>::infinity());
+    lse->assign(static_cast<size_t>(batch * heads * q_len),
+                -std::numeric_limits<double>::infinity());
   }
   // Keyless rows keep the zeros and -inf assigned above; without heads there is no group size.
   if (kv_len == 0 || heads == 0 || kv_heads == 0) return;

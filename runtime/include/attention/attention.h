@@ -22,8 +22,9 @@ enum class Device { CPU };
 constexpr int kMaxRank = 4;
 
 // A non-owning strided view of a row-major tensor, e.g. q of shape [B, H, S, D].
-// Strides are in elements, not bytes; strides may be any value the operation documents (the innermost
-// dimension of every attention operand must be contiguous). Unused trailing entries are ignored.
+// Strides are in elements, not bytes; strides may be any value the operation documents (the
+// innermost dimension of every attention operand must be contiguous). Unused trailing entries are
+// ignored.
 struct TensorView {
   void* data = nullptr;
   DType dtype = DType::Float32;
@@ -41,7 +42,8 @@ struct TensorView {
   int64_t numel() const;
 };
 
-// Result of every entry point: ok, or an error whose message names the argument and what was expected.
+// Result of every entry point: ok, or an error whose message names the argument and what was
+// expected.
 class Status {
  public:
   static Status ok_status() { return Status(); }
@@ -66,19 +68,22 @@ struct SdpaOptions {
   TensorView logsumexp;
 };
 
-// out = softmax(scale · q·kᵀ) · v, per batch and query head (PyTorch's scaled_dot_product_attention).
+// out = softmax(scale · q·kᵀ) · v, per batch and query head (PyTorch's
+// scaled_dot_product_attention).
 //
 //   q   [B, H,   Sq, D]      k [B, Hkv, Sk, D]      v [B, Hkv, Sk, Dv]      out [B, H, Sq, Dv]
 //
 // Grouped-query attention: H must be a multiple of Hkv; query head h reads kv head h / (H / Hkv)
-// (Hkv == 1 is multi-query attention). Dv may differ from D. All views are fp32 on the CPU, rank 4, with
-// a contiguous innermost dimension; the other strides are free (transposed or padded batch/head/sequence
-// layouts work without copies), but out must not overlap q, k, v or logsumexp, nor itself.
+// (Hkv == 1 is multi-query attention). Dv may differ from D. All views are fp32 on the CPU, rank 4,
+// with a contiguous innermost dimension; the other strides are free (transposed or padded
+// batch/head/sequence layouts work without copies), but out must not overlap q, k, v or logsumexp,
+// nor itself.
 //
-// Zero sizes: if B, H or Sq is 0 the outputs are empty and the call succeeds without doing anything.
-// If Sk is 0 every query row has no key to attend to: out is all zeros and logsumexp is -inf (the same
-// rule as a fully masked row). D == 0 or Dv == 0 is an error (a head without features is a caller bug;
-// the default scale 1/sqrt(D) is undefined). A data pointer may be null only for an empty tensor.
+// Zero sizes: if B, H or Sq is 0 the outputs are empty and the call succeeds without doing
+// anything. If Sk is 0 every query row has no key to attend to: out is all zeros and logsumexp is
+// -inf (the same rule as a fully masked row). D == 0 or Dv == 0 is an error (a head without
+// features is a caller bug; the default scale 1/sqrt(D) is undefined). A data pointer may be null
+// only for an empty tensor.
 //
 // Limits: each tensor must span less than 2 GiB (the kernels index with 32 bits) and every size and
 // stride must fit in int32; larger calls are rejected with an error.
@@ -88,8 +93,8 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
                                     const TensorView& out, const SdpaOptions& options = {});
 
 // Number of worker threads the kernels use, process-wide (Halide's thread pool). Defaults to the
-// HL_NUM_THREADS environment variable if set, else the number of cores. n < 1 restores that default.
-// Not meant to be changed while kernels are running on other threads.
+// HL_NUM_THREADS environment variable if set, else the number of cores. n < 1 restores that
+// default. Not meant to be changed while kernels are running on other threads.
 void set_num_threads(int n);
 int num_threads();
 
