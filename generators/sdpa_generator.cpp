@@ -13,12 +13,12 @@ using namespace attention_gen;
 
 enum class QueryTiling { Prefill, Decode };
 
-// Repeats the edge element in the listed dimensions only, so register blocks that round a tile up
-// may read past the end of a sequence without leaving the buffer. Feature dims are never clamped: a
-// per-lane clamp turns vector loads into gathers, so the schedule keeps those blocks in bounds.
-Func clamp_dims(const GeneratorInput<Buffer<float, 4>>& in, const std::vector<int>& dims) {
+// Repeats the first/last position (dim 1) so register blocks that round a tile up may read past the
+// end of a sequence without leaving the buffer. Feature dims are never clamped: a per-lane clamp
+// turns vector loads into gathers, so the schedule keeps those blocks in bounds instead.
+Func clamp_positions(const GeneratorInput<Buffer<float, 4>>& in) {
   Region bounds(4);
-  for (int dim : dims) bounds[dim] = Range(in.dim(dim).min(), in.dim(dim).extent());
+  bounds[1] = Range(in.dim(1).min(), in.dim(1).extent());
   return BoundaryConditions::repeat_edge(in, bounds);
 }
 
@@ -50,8 +50,8 @@ class SdpaGenerator : public Generator<SdpaGenerator> {
 
   void generate() {
     SdpaInputs in;
-    in.q = clamp_dims(q, {1});
-    in.k = clamp_dims(k, {1});
+    in.q = clamp_positions(q);
+    in.k = clamp_positions(k);
     // Prefill stages v per head, padded with zero features so P·V blocks never need a tail; decode
     // reads v once and in place (P·V reduces over exactly [0, Sk), so no clamp is needed).
     in.v = prefill() ? zero_pad_features(v) : Func(v);

@@ -124,11 +124,12 @@ inline void schedule_sdpa_cpu(SdpaFuncs& f, const Halide::Target& target, bool w
   using namespace Halide;
   const CpuTiling t = cpu_tiling(target, wide_queries);
   const AttentionVars& x = f.vars;
-  Var tile("tile"), tile_h("tile_h"), i_tile("i_tile"), i_in("i_in");
+  Var tile("tile"), i_in("i_in");
   Var blk_i("blk_i"), blk_j("blk_j"), lane_i("lane_i"), lane_j("lane_j");
 
   // One parallel work item per (query tile, head, batch); GuardWithIf so the last tile never writes
-  // past Sq (the stages inside round up and read clamped inputs instead).
+  // past Sq (the stages inside round up and read clamped inputs instead). The three loops are nested
+  // parallel loops, not fused: with fused loops compute_with gave logsumexp whole-range bounds.
   auto tile_loops = [&](Func func) {
     func.split(x.i, tile, i_in, t.query_tile, TailStrategy::GuardWithIf)
         .parallel(x.b)
