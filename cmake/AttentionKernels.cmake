@@ -3,8 +3,8 @@
 #   attention_kernel(<name> GENERATOR <registered generator> [PARAMS key=value ...] [TARGETS t1 t2 ...])
 #
 # builds the generator for every target in the list (default: ATTENTION_X86_TARGETS) into one static
-# library named <name> whose C function <name>() dispatches on the CPU's features at run time (Halide's
-# multi-target), sharing one Halide runtime. The kernel is appended to the global ATTENTION_KERNELS list
+# library named <name> whose C function <name>(user_context, ...) dispatches on the CPU's features at
+# run time (Halide's multi-target), sharing one Halide runtime. The kernel is appended to the global ATTENTION_KERNELS list
 # that the runtime library links.
 
 # Most capable first; the last entry is the baseline every x86-64 CPU since ~2008 runs. Never "host":
@@ -27,11 +27,14 @@ function(attention_halide_library NAME)
   if (NOT ARG_TARGETS)
     set(ARG_TARGETS ${ATTENTION_X86_TARGETS})
   endif ()
+  # user_context: the runtime passes a per-call context so errors raised on Halide's worker threads
+  # still reach the call's Status.
   add_halide_library(${NAME} FROM attention_generators
                      GENERATOR ${ARG_GENERATOR}
                      FUNCTION_NAME ${NAME}
                      PARAMS ${ARG_PARAMS}
                      TARGETS ${ARG_TARGETS}
+                     FEATURES user_context
                      USE_RUNTIME attention_halide_runtime)
 endfunction()
 

@@ -39,8 +39,9 @@ void expect_kernel_matches_reference(const SdpaCase& c, bool prefill, uint64_t s
   HalideBuffer q = halide_view(tensors.q.view()), k = halide_view(tensors.k.view()),
                v = halide_view(tensors.v.view()), out = halide_view(tensors.out.view()),
                lse = halide_view(tensors.lse.view());
-  const int code = prefill ? sdpa_f32_prefill_avx512_tiles(q, k, v, scale, out, lse)
-                           : sdpa_f32_decode_avx512_tiles(q, k, v, scale, out, lse);
+  // No user_context: errors, if any, go to stderr and the return code.
+  const int code = prefill ? sdpa_f32_prefill_avx512_tiles(nullptr, q, k, v, scale, out, lse)
+                           : sdpa_f32_decode_avx512_tiles(nullptr, q, k, v, scale, out, lse);
   ASSERT_EQ(code, 0);
   std::vector<double> expected_out, expected_lse;
   reference_sdpa(tensors.q.view(), tensors.k.view(), tensors.v.view(), c.effective_scale(),

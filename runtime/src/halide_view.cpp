@@ -1,16 +1,17 @@
 #include "halide_view.h"
 
-#include <mutex>
-
 #include "scratch_allocator.h"
 
 namespace attention::detail {
 namespace {
 
-thread_local std::string last_halide_error;
-
-void record_halide_error(void* /*user_context*/, const char* message) {
-  last_halide_error = message ? message : "";
+// Halide hands every error of a call, from whichever thread raised it, the call's user_context.
+// Calls without a context (a test calling a kernel directly) keep Halide's default: stderr.
+void record_halide_error(void* user_context, const char* message) {
+  if (user_context == nullptr) return halide_default_error(user_context, message);
+  auto* call = static_cast<KernelCall*>(user_context);
+  const std::lock_guard<std::mutex> lock(call->mutex);
+  call->error += message;
 }
 
 }  // namespace
@@ -26,12 +27,6 @@ HalideView::HalideView(const TensorView& t) {
   buffer_.type = halide_type_t(halide_type_float, 32);
   buffer_.dimensions = t.rank;
   buffer_.dim = dims_;
-}
-
-std::string take_halide_error() {
-  std::string message;
-  message.swap(last_halide_error);
-  return message;
 }
 
 void configure_halide_runtime() {

@@ -4,6 +4,7 @@
 
 #include <HalideRuntime.h>
 
+#include <mutex>
 #include <string>
 
 #include "attention/attention.h"
@@ -22,22 +23,26 @@ class HalideView {
   halide_buffer_t buffer_{};
 };
 
-// Calls a generated kernel; a Halide error becomes a Status carrying Halide's message.
-template <typename Kernel, typename... Args>
-Status run_kernel(const char* kernel_name, Kernel kernel, Args... args);
+// What Halide reports during one kernel call; its address is the call's user_context.
+struct KernelCall {
+  std::mutex mutex;  // parallel tasks of one call may fail at once
+  std::string error;
+};
 
-// The message of the last Halide error on this thread (captured by our error handler).
-std::string take_halide_error();
-// Routes Halide's errors into Status and its scratch memory through our allocator. Idempotent.
+// Routes Halide's errors into the calling KernelCall and its scratch memory through our allocator.
+// Idempotent.
 void configure_halide_runtime();
 
+// Calls a generated kernel (built with the user_context feature); a Halide error becomes a Status
+// carrying Halide's message.
 template <typename Kernel, typename... Args>
 Status run_kernel(const char* kernel_name, Kernel kernel, Args... args) {
   configure_halide_runtime();
-  const int code = kernel(args...);
+  KernelCall call;
+  const int code = kernel(&call, args...);
   if (code == 0) return Status::ok_status();
   return Status::invalid(std::string("internal: kernel ") + kernel_name + " failed (code " +
-                         std::to_string(code) + "): " + take_halide_error());
+                         std::to_string(code) + "): " + call.error);
 }
 
 }  // namespace attention::detail

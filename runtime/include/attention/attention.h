@@ -88,7 +88,8 @@ struct SdpaOptions {
 // Limits: each tensor must span less than 2 GiB (the kernels index with 32 bits) and every size and
 // stride must fit in int32; larger calls are rejected with an error.
 //
-// Every argument is checked before any kernel runs; on error nothing is written.
+// Every argument is checked before any kernel runs; on error nothing is written. Calls may run
+// concurrently from several threads (they share the worker pool set by set_num_threads).
 Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, const TensorView& v,
                                     const TensorView& out, const SdpaOptions& options = {});
 
