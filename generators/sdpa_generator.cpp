@@ -1,7 +1,8 @@
 // Generator for fp32 scaled dot-product attention: out [B,H,Sq,Dv] and logsumexp [B,H,Sq].
 //
-// GeneratorParam query_tiling picks the CPU tiling: "prefill" (query tiles of 48) or "decode" (one
-// vector of queries per tile, for Sq below a tile). The runtime dispatches between the two by Sq.
+// GeneratorParam query_tiling picks the CPU schedule: "prefill" (48-query tiles, register blocks
+// across queries) or "decode" (stages along keys and features, for one or two queries). The runtime
+// dispatches between the two by Sq.
 #include "Halide.h"
 #include "algorithm/sdpa.h"
 #include "schedule/cpu.h"

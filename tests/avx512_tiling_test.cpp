@@ -60,7 +60,7 @@ TEST(Avx512Tiling, KernelsMatchReference) {
   }
   const uint64_t seed = seed_for_current_test();
   for (int64_t dv : kValueDims) {
-    // Prefill: Sq >= 48 with ragged tiles; decode: Sq below a tile and around 16.
+    // Prefill: ragged 48-query tiles; decode: 1 to 47 queries (a 16-query tile, ragged).
     expect_kernel_matches_reference(sdpa_case(1, 2, 2, 97, 37, 64, dv).with_logsumexp(), true,
                                     seed);
     expect_kernel_matches_reference(sdpa_case(2, 4, 2, 48, 9, 59, dv).with_logsumexp(), true, seed);

@@ -41,7 +41,7 @@ class ScopedDispatchHook {
   halide_can_use_target_features_t previous_;
 };
 
-// Shapes that reach both tilings (Sq below and above a 48-query tile), head dims with and without
+// Shapes that reach both kernels (decode for Sq <= 2, prefill above), head dims with and without
 // vector tails, GQA and strided views.
 void expect_cases_match_reference() {
   const uint64_t seed = seed_for_current_test();
@@ -58,7 +58,7 @@ void expect_cases_match_reference() {
 // effect while neither kernel has run yet: true under ctest (one process per test). When the binary
 // runs all tests in one process, the later ones are skipped rather than passed silently.
 bool hook_reaches_both_kernels() {
-  for (int64_t queries : {1, 48}) {  // the decode and the prefill kernel
+  for (int64_t queries : {1, 48}) {  // the decode and the prefill kernel (runtime/src/sdpa.cpp)
     const int before = dispatch_queries.load();
     expect_sdpa_matches_reference(sdpa_case(1, 1, 1, queries, 5, 8, 8), seed_for_current_test());
     if (dispatch_queries.load() == before) return false;

@@ -25,8 +25,8 @@ std::string case_name(const ::testing::TestParamInfo<SdpaCase>& info) {
   return identifier(info.param);
 }
 
-// Sizes: 1, odd and prime, D off the vector width, Sq != Sk, and Sq on both sides of 48 (the kernel
-// tiles small and large query counts differently).
+// Sizes: 1, odd and prime, D off the vector width, Sq != Sk, Sq on both sides of a 48-query tile,
+// and Sq = 2, 3 around the switch from the decode kernel to the prefill kernel.
 INSTANTIATE_TEST_SUITE_P(
     Shapes, Sdpa,
     ::testing::Values(
@@ -34,6 +34,7 @@ INSTANTIATE_TEST_SUITE_P(
         sdpa_case(1, 2, 2, 239, 1, 64, 64), sdpa_case(1, 2, 2, 799, 3, 59, 59).with_logsumexp(),
         sdpa_case(2, 3, 3, 7, 13, 8, 8), sdpa_case(1, 2, 2, 13, 97, 59, 80).with_logsumexp(),
         sdpa_case(1, 2, 2, 47, 64, 64, 32), sdpa_case(1, 2, 2, 48, 64, 64, 32).with_logsumexp(),
+        sdpa_case(1, 4, 2, 2, 300, 128, 128).with_logsumexp(), sdpa_case(1, 4, 2, 3, 300, 59, 64),
         sdpa_case(1, 1, 1, 97, 131, 111, 111), sdpa_case(1, 2, 2, 131, 7, 80, 80).with_logsumexp(),
         sdpa_case(2, 4, 4, 100, 100, 64, 64), sdpa_case(1, 2, 2, 1, 1000, 64, 64).with_logsumexp(),
         sdpa_case(1, 2, 2, 130, 77, 128, 128).with_logsumexp(),

@@ -12,13 +12,14 @@ namespace attention_gen {
 
 // Register and cache blocking, derived from the target.
 struct CpuTiling {
-  int vector;         // fp32 lanes per vector register
-  int score_queries;  // Q·Kᵀ register block: queries (a multiple of vector)
-  int score_keys;     // Q·Kᵀ register block: keys
-  int pv_rows;        // P·V register block: query rows
-  int pv_cols;        // P·V register block: value features (a multiple of vector)
-  int query_tile;     // queries per work item
-  int key_chunk;      // keys per P·V pass over a tile (prefill)
+  int vector;                // fp32 lanes per vector register
+  int score_queries;         // prefill Q·Kᵀ register block: queries (a multiple of vector)
+  int score_keys;            // prefill Q·Kᵀ register block: keys
+  int score_keys_per_chain;  // decode Q·Kᵀ: keys whose dot products run side by side
+  int pv_rows;               // P·V register block: query rows
+  int pv_cols;               // P·V register block: value features (a multiple of vector)
+  int query_tile;            // queries per work item
+  int key_chunk;             // prefill: keys per P·V pass over a tile
 };
 
 // wide_queries: tiles for prefill (many queries); otherwise for decode-like calls with few queries.
@@ -45,13 +46,12 @@ inline CpuTiling cpu_tiling(const Halide::Target& target, bool wide_queries) {
     // L1.
     t.key_chunk = 128;
   } else {
-    // Few queries: one vector of queries so a single query wastes at most vector-1 lanes.
-    t.score_queries = t.vector;
-    t.score_keys = 8;  // 8 accumulators + 1 q load + 1 broadcast fits in 16 registers
-    t.pv_rows = 1;     // no padding rows when Sq == 1
-    t.pv_cols = 4 * t.vector;
+    // Few queries: stages run along keys or features, never across queries, so Sq == 1 wastes no
+    // lanes. Fields not set here stay 0 (unused by the decode schedule).
+    t.score_keys_per_chain = 4;  // dot products in flight at once (FMA latency ~4 cycles)
+    t.pv_rows = 1;
+    t.pv_cols = 4 * t.vector;  // 4 accumulators + 4 v loads + 1 broadcast
     t.query_tile = t.vector;
-    t.key_chunk = 0;  // unused: decode reads v in place
   }
   return t;
 }
@@ -119,27 +119,11 @@ inline void schedule_weighted_sum_in_place(SdpaFuncs& f, const CpuTiling& t, Hal
   block_features(-t.pv_cols, false, TailStrategy::GuardWithIf);
 }
 
-// Schedules out and logsumexp (both pipeline outputs) and every stage they consume.
-inline void schedule_sdpa_cpu(SdpaFuncs& f, const Halide::Target& target, bool wide_queries) {
+// Prefill: many queries per tile, so Q·Kᵀ reuses each key across a register block of queries.
+inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile) {
   using namespace Halide;
-  const CpuTiling t = cpu_tiling(target, wide_queries);
   const AttentionVars& x = f.vars;
-  Var tile("tile"), i_in("i_in");
   Var blk_i("blk_i"), blk_j("blk_j"), lane_i("lane_i"), lane_j("lane_j");
-
-  // One parallel work item per (query tile, head, batch); GuardWithIf so the last tile never writes
-  // past Sq (the stages inside round up and read clamped inputs instead). The three loops are nested
-  // parallel loops, not fused: with fused loops compute_with gave logsumexp whole-range bounds.
-  auto tile_loops = [&](Func func) {
-    func.split(x.i, tile, i_in, t.query_tile, TailStrategy::GuardWithIf)
-        .parallel(x.b)
-        .parallel(x.h)
-        .parallel(tile);
-  };
-  tile_loops(f.out);
-  f.out.vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
-  tile_loops(f.logsumexp);
-  f.logsumexp.compute_with(f.out, tile);
 
   // The query tile transposed once (queries innermost), pre-multiplied by the scale.
   f.q_scaled.compute_at(f.out, tile)
@@ -183,10 +167,69 @@ inline void schedule_sdpa_cpu(SdpaFuncs& f, const Halide::Target& target, bool w
   f.row_sum.compute_at(f.out, tile).vectorize(x.i, t.vector);
   f.row_sum.update().reorder(x.i, f.r_j).vectorize(x.i, t.vector);
 
+  schedule_weighted_sum_by_key_chunks(f, t, tile);
+}
+
+// Decode (few queries): every stage runs along the keys, so a single query wastes no lanes and K
+// streams contiguously. Q·Kᵀ is one dot product per key, vectorized over d (rfactor into vector
+// partial sums, then one horizontal add), 4 keys at a time for independent FMA chains; the softmax
+// vectorizes over keys; P·V over value features.
+inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile) {
+  using namespace Halide;
+  const AttentionVars& x = f.vars;
+  Var lane("lane"), blk_j("blk_j"), lane_j("lane_j");
+  RVar d_outer("d_outer"), d_lane("d_lane"), key_outer("key_outer"), key_lane("key_lane");
+  // q is not clamped in d: guard instead of rounding up.
+  f.q_scaled.compute_at(f.out, tile).vectorize(x.d, t.vector, TailStrategy::GuardWithIf);
+  Func lanes = f.scores.update().split(f.r_d, d_outer, d_lane, t.vector).rfactor(d_lane, lane);
+  f.scores.compute_at(f.out, tile).vectorize(x.j, t.vector);
+  // Key blocks outside the query rows: a block of k stays in L1 while every row of the tile uses
+  // it.
+  f.scores.update()
+      .split(x.j, blk_j, lane_j, t.score_keys_per_chain)
+      .reorder(d_lane, lane_j, x.i, blk_j)
+      .atomic()
+      .vectorize(d_lane);
+  lanes.compute_at(f.scores, x.i)
+      .reorder_storage(lane, x.j)
+      .reorder(lane, x.j)
+      .vectorize(lane)
+      .unroll(x.j);
+  lanes.update().reorder(lane, x.j, d_outer).vectorize(lane).unroll(x.j);
+  for (Func stat : {f.row_max, f.row_sum}) {
+    stat.compute_at(f.out, tile);
+    stat.update().split(f.r_j, key_outer, key_lane, t.vector).atomic().vectorize(key_lane);
+  }
+  f.weights.compute_at(f.out, tile).vectorize(x.j, t.vector);
+  schedule_weighted_sum_in_place(f, t, tile);
+}
+
+// Schedules out and logsumexp (both pipeline outputs) and every stage they consume.
+inline void schedule_sdpa_cpu(SdpaFuncs& f, const Halide::Target& target, bool wide_queries) {
+  using namespace Halide;
+  const CpuTiling t = cpu_tiling(target, wide_queries);
+  const AttentionVars& x = f.vars;
+  Var tile("tile"), i_in("i_in");
+
+  // One parallel work item per (query tile, head, batch); GuardWithIf so the last tile never writes
+  // past Sq (the stages inside round up and read clamped inputs instead). The three loops are
+  // nested parallel loops, not fused: with fused loops compute_with gave logsumexp whole-range
+  // bounds.
+  auto tile_loops = [&](Func func) {
+    func.split(x.i, tile, i_in, t.query_tile, TailStrategy::GuardWithIf)
+        .parallel(x.b)
+        .parallel(x.h)
+        .parallel(tile);
+  };
+  tile_loops(f.out);
+  f.out.vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  tile_loops(f.logsumexp);
+  f.logsumexp.compute_with(f.out, tile);
+
   if (wide_queries) {
-    schedule_weighted_sum_by_key_chunks(f, t, tile);
+    schedule_prefill_stages(f, t, tile);
   } else {
-    schedule_weighted_sum_in_place(f, t, tile);
+    schedule_decode_stages(f, t, tile);
   }
 }
 
