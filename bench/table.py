@@ -90,7 +90,7 @@ def table(data):
     sgemm = {int(r["M"]): r["GFLOP/s"] for r in runs if impl_of(r) == "sgemm" and "M" in r}
     peak = max(sgemm.values()) if sgemm else None
 
-    # shape -> impl -> run, rows in the order the benchmarks ran
+    # shape -> impl -> run
     by_shape = OrderedDict()
     for run in runs:
         impl = impl_of(run)
@@ -105,7 +105,12 @@ def table(data):
     lines.append("| shape (B×H×Sq×Sk×D) | ours GFLOP/s | OpenBLAS math GFLOP/s | naive GFLOP/s "
                  "| ours / OpenBLAS | ours % of sgemm | decode GB/s (ours / math) |")
     lines.append("|---|---:|---:|---:|---:|---:|---:|")
-    for shape, impls in by_shape.items():
+    # Prefill shapes by work, decode last: random interleaving makes the run order meaningless.
+    def row_order(shape):
+        b, h, _, sq, sk, d = shape
+        return (sq == 1, b * h * sq * sk * d)
+
+    for shape, impls in sorted(by_shape.items(), key=lambda item: row_order(item[0])):
         gflops = {impl: impls[impl]["GFLOP/s"] if impl in impls else None for impl in IMPLS}
         bandwidth = "–"
         if shape[3] == 1:
