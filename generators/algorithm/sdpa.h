@@ -92,7 +92,9 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.out(c, i, h, b) = f.weighted_sum(c, i, h, b) / f.row_sum(i, h, b);
 
   f.logsumexp = Func("logsumexp");
-  f.logsumexp(i, h, b) = f.row_max(i, h, b) + log(f.row_sum(i, h, b));
+  // Halide's log() maps NaN to a finite value: keep a NaN row_sum (a NaN score) visible.
+  Expr row_sum = f.row_sum(i, h, b);
+  f.logsumexp(i, h, b) = select(is_nan(row_sum), row_sum, f.row_max(i, h, b) + log(row_sum));
   return f;
 }
 

@@ -6,9 +6,10 @@
 namespace attention_gen {
 
 // 2^x for x <= 0 (the softmax only exponentiates score - row_max), as a degree-6 polynomial on the
-// fraction plus an exponent-field shift. Halide's exp() lowers to scalar libm calls; this
-// vectorizes. Relative error ~2e-7 (Cephes exp2f coefficients), far inside the fp32 test tolerance.
-// x <= -127 (including -inf) yields exactly 0, so masked scores never produce NaN.
+// fraction plus an exponent-field shift. Halide's exp() lowers to scalar libm calls; this vectorizes.
+// Relative error ~2e-7 (Cephes exp2f coefficients), far inside the fp32 test tolerance.
+// x <= -127 (including -inf) yields exactly 0, so masked scores never produce NaN; a NaN stays NaN
+// (checked with is_nan, which Halide evaluates strictly: max() alone may drop a NaN operand).
 inline Halide::Expr exp2_nonpositive(const Halide::Expr& x_in) {
   using namespace Halide;
   Expr x = max(x_in, -127.0f);
@@ -23,7 +24,7 @@ inline Halide::Expr exp2_nonpositive(const Halide::Expr& x_in) {
   p = p * f + 1.0f;
   // n in [-127, 0]: biased exponent n + 127 in [0, 127]; 0 encodes +0.0f, which zeroes the product.
   Expr two_to_n = reinterpret<float>((cast<int32_t>(n) + 127) << 23);
-  return p * two_to_n;
+  return select(is_nan(x_in), x_in, p * two_to_n);
 }
 
 }  // namespace attention_gen

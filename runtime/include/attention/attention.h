@@ -88,6 +88,10 @@ struct SdpaOptions {
 // Limits: each tensor must span less than 2 GiB (the kernels index with 32 bits) and every size and
 // stride must fit in int32; larger calls are rejected with an error.
 //
+// NaN and Inf propagate as in PyTorch's math path: a NaN in q makes its query row NaN, in k every
+// row of the query heads that read that kv head, in v that value feature of those heads (and an
+// infinite score makes its row NaN through inf - inf).
+//
 // Every argument is checked before any kernel runs; on error nothing is written. Calls may run
 // concurrently from several threads (they share the worker pool set by set_num_threads).
 Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, const TensorView& v,
