@@ -99,7 +99,9 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
 
 // Number of worker threads the kernels use, process-wide (Halide's thread pool). Defaults to the
 // HL_NUM_THREADS environment variable if set, else the number of cores. n < 1 restores that
-// default. Not meant to be changed while kernels are running on other threads.
+// default. Safe to call at any time, also while other threads run kernels. Results never depend on
+// it: each work item reduces in a fixed order on one thread, so outputs are bit-identical for any
+// thread count and from run to run (on the same CPU; another ISA variant may round differently).
 void set_num_threads(int n);
 int num_threads();
 
