@@ -15,7 +15,15 @@ set(ATTENTION_X86_TARGETS
     x86-64-linux-sse41
     CACHE STRING "Halide targets of the x86 kernels, best first")
 
-add_halide_runtime(attention_halide_runtime TARGETS ${ATTENTION_X86_TARGETS})
+# Sanitizer builds: Halide instruments the generated kernels (asan), and the runtime must carry the
+# same feature, so it goes into every target string rather than into FEATURES.
+set(ATTENTION_TARGET_SUFFIX "")
+if (ATTENTION_SANITIZE)
+  set(ATTENTION_TARGET_SUFFIX "-asan")
+endif ()
+set(runtime_targets ${ATTENTION_X86_TARGETS})
+list(TRANSFORM runtime_targets APPEND "${ATTENTION_TARGET_SUFFIX}")
+add_halide_runtime(attention_halide_runtime TARGETS ${runtime_targets})
 
 # attention_halide_library(<name> GENERATOR <g> [PARAMS ...] [TARGETS ...]): the library alone, not
 # linked into the runtime (test-only kernels use this directly).
@@ -27,6 +35,7 @@ function(attention_halide_library NAME)
   if (NOT ARG_TARGETS)
     set(ARG_TARGETS ${ATTENTION_X86_TARGETS})
   endif ()
+  list(TRANSFORM ARG_TARGETS APPEND "${ATTENTION_TARGET_SUFFIX}")
   # user_context: the runtime passes a per-call context so errors raised on Halide's worker threads
   # still reach the call's Status.
   add_halide_library(${NAME} FROM attention_generators
@@ -43,7 +52,13 @@ function(attention_kernel NAME)
   set_property(GLOBAL APPEND PROPERTY ATTENTION_KERNELS ${NAME})
 endfunction()
 
-# Warnings for the project's own code (never for generated kernels).
-function(attention_warnings TARGET)
+# Options for the project's own code (never the generator tool): warnings, and with
+# ATTENTION_SANITIZE AddressSanitizer + UndefinedBehaviorSanitizer.
+function(attention_project_options TARGET)
   target_compile_options(${TARGET} PRIVATE -Wall -Wextra $<$<BOOL:${ATTENTION_WERROR}>:-Werror>)
+  if (ATTENTION_SANITIZE)
+    set(flags -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
+    target_compile_options(${TARGET} PRIVATE ${flags})
+    target_link_options(${TARGET} PRIVATE ${flags})
+  endif ()
 endfunction()

@@ -1,6 +1,6 @@
-// Reproducibility and concurrency. Each work item of a kernel reduces in a fixed order on one thread,
-// so results must be bit-identical run to run, whatever the thread count, and when many application
-// threads call at once (changing the thread count meanwhile).
+// Reproducibility and concurrency. Each work item of a kernel reduces in a fixed order on one
+// thread, so results must be bit-identical run to run, whatever the thread count, and when many
+// application threads call at once (changing the thread count meanwhile).
 #include <gtest/gtest.h>
 
 #include <atomic>

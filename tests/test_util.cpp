@@ -18,29 +18,6 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 // Trailing elements after every tensor's last element; covers views a test widens by up to 256.
 constexpr int64_t kGuardElements = 256;
 
-// Where each logical dimension lives in memory: `order` lists them outermost first,
-// `padding[level]` unused elements follow each run of the dimension at that level (level 0 =
-// innermost).
-struct Placement {
-  std::vector<int> order;
-  std::vector<int64_t> padding;
-};
-
-Placement placement(Layout layout, size_t rank) {
-  const bool rank4 = rank == 4;
-  switch (layout) {
-    case Layout::kDense:
-      return rank4 ? Placement{{0, 1, 2, 3}, {0, 0, 0, 0}} : Placement{{0, 1, 2}, {0, 0, 0}};
-    case Layout::kPadded:
-      return rank4 ? Placement{{0, 1, 2, 3}, {3, 5, 7, 2}} : Placement{{0, 1, 2}, {3, 5, 2}};
-    case Layout::kBSHD:  // rank 3 keeps S innermost, so batch and heads swap instead
-      return rank4 ? Placement{{0, 2, 1, 3}, {0, 0, 0, 0}} : Placement{{1, 0, 2}, {0, 0, 0}};
-    case Layout::kSHBD:
-      return rank4 ? Placement{{2, 1, 0, 3}, {1, 0, 0, 0}} : Placement{{1, 0, 2}, {1, 0, 0}};
-  }
-  return {};
-}
-
 std::string format_index(size_t linear, const std::vector<int64_t>& shape) {
   std::vector<int64_t> index(shape.size());
   for (size_t d = shape.size(); d-- > 0;) {
@@ -64,6 +41,25 @@ uint64_t splitmix64(uint64_t x) {
 
 }  // namespace
 
+StridePlan stride_plan(Layout layout, size_t rank) {
+  const bool rank4 = rank == 4;
+  switch (layout) {
+    case Layout::kDense:
+      return rank4 ? StridePlan{{0, 1, 2, 3}, {0, 0, 0, 0}, {}}
+                   : StridePlan{{0, 1, 2}, {0, 0, 0}, {}};
+    case Layout::kPadded:
+      return rank4 ? StridePlan{{0, 1, 2, 3}, {3, 5, 7, 2}, {}}
+                   : StridePlan{{0, 1, 2}, {3, 5, 2}, {}};
+    case Layout::kBSHD:  // rank 3 keeps S innermost, so batch and heads swap instead
+      return rank4 ? StridePlan{{0, 2, 1, 3}, {0, 0, 0, 0}, {}}
+                   : StridePlan{{1, 0, 2}, {0, 0, 0}, {}};
+    case Layout::kSHBD:
+      return rank4 ? StridePlan{{2, 1, 0, 3}, {1, 0, 0, 0}, {}}
+                   : StridePlan{{1, 0, 2}, {1, 0, 0}, {}};
+  }
+  return {};
+}
+
 const char* layout_name(Layout layout) {
   switch (layout) {
     case Layout::kDense:
@@ -78,20 +74,26 @@ const char* layout_name(Layout layout) {
   return "?";
 }
 
-Tensor::Tensor(std::vector<int64_t> shape, Layout layout) : shape_(std::move(shape)) {
-  const Placement where = placement(layout, shape_.size());
+Tensor::Tensor(std::vector<int64_t> shape, Layout layout)
+    : Tensor(shape, stride_plan(layout, shape.size())) {}
+
+Tensor::Tensor(std::vector<int64_t> shape, const StridePlan& plan) : shape_(std::move(shape)) {
   int64_t span = 1;
   for (size_t level = 0; level < shape_.size(); ++level) {
-    const int dim = where.order[shape_.size() - 1 - level];
+    const int dim = plan.order[shape_.size() - 1 - level];
     strides_[dim] = span;
-    span = span * std::max<int64_t>(shape_[dim], 1) + where.padding[level];
+    span = span * std::max<int64_t>(shape_[dim], 1) + plan.padding[level];
+  }
+  for (int dim : plan.reversed) {
+    base_ += std::max<int64_t>(shape_[dim] - 1, 0) * strides_[dim];
+    strides_[dim] = -strides_[dim];
   }
   storage_.assign(static_cast<size_t>(span + kGuardElements), kNaN);
 }
 
 attention::TensorView Tensor::view() {
   attention::TensorView view;
-  view.data = storage_.data();
+  view.data = storage_.data() + base_;
   view.rank = static_cast<int>(shape_.size());
   std::copy(shape_.begin(), shape_.end(), view.shape.begin());
   view.strides = strides_;
@@ -103,7 +105,7 @@ void Tensor::for_each_element(const std::function<void(const Index&, int64_t)>& 
   const int rank = static_cast<int>(shape_.size());
   Index index{};
   for (;;) {
-    int64_t offset = 0;
+    int64_t offset = base_;
     for (int d = 0; d < rank; ++d) offset += index[d] * strides_[d];
     visit(index, offset);
     int d = rank - 1;

@@ -32,6 +32,14 @@ const char* layout_name(Layout layout);
 
 using Index = std::array<int64_t, attention::kMaxRank>;
 
+// Any placement of a tensor in memory: which dimension is where, gaps, and walking direction.
+struct StridePlan {
+  std::vector<int> order;        // dimensions, outermost in memory first
+  std::vector<int64_t> padding;  // unused elements after each run at a level (0 = innermost)
+  std::vector<int> reversed;     // dimensions walked backwards (negative strides)
+};
+StridePlan stride_plan(Layout layout, size_t rank);
+
 // An fp32 tensor owning its storage and handing out a strided TensorView of it.
 class Tensor {
  public:
@@ -39,6 +47,7 @@ class Tensor {
   // one slice of storage (data is never null, and a kernel that writes anyway is caught); a
   // trailing guard keeps views that a test widens (e.g. innermost stride 2) inside the allocation.
   explicit Tensor(std::vector<int64_t> shape, Layout layout = Layout::kDense);
+  Tensor(std::vector<int64_t> shape, const StridePlan& plan);
 
   attention::TensorView view();
   const std::vector<int64_t>& shape() const { return shape_; }
@@ -62,6 +71,7 @@ class Tensor {
 
   std::vector<int64_t> shape_;
   Index strides_{};
+  int64_t base_ = 0;  // offset of element [0, ..., 0] (non-zero when a dimension is reversed)
   std::vector<float> storage_;
 };
 
