@@ -52,13 +52,16 @@ function(attention_kernel NAME)
   set_property(GLOBAL APPEND PROPERTY ATTENTION_KERNELS ${NAME})
 endfunction()
 
-# Options for the project's own code (never the generator tool): warnings, and with
-# ATTENTION_SANITIZE AddressSanitizer + UndefinedBehaviorSanitizer.
+# Options for the project's own code (never the generator tool): warnings, with ATTENTION_SANITIZE
+# AddressSanitizer + UndefinedBehaviorSanitizer, with ATTENTION_FUZZ libFuzzer coverage.
 function(attention_project_options TARGET)
   target_compile_options(${TARGET} PRIVATE -Wall -Wextra $<$<BOOL:${ATTENTION_WERROR}>:-Werror>)
   if (ATTENTION_SANITIZE)
     set(flags -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
     target_compile_options(${TARGET} PRIVATE ${flags})
     target_link_options(${TARGET} PRIVATE ${flags})
+  endif ()
+  if (ATTENTION_FUZZ)  # coverage feedback from the runtime's checks for libFuzzer
+    target_compile_options(${TARGET} PRIVATE -fsanitize=fuzzer-no-link)
   endif ()
 endfunction()

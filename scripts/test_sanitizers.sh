@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The sanitizer job: builds everything with clang, AddressSanitizer + UndefinedBehaviorSanitizer
+# (Halide instruments the generated kernels with ASan; its runtime and LLVM-generated code get no
+# UBSan), runs the whole test suite, then the libFuzzer API target for a bounded time.
+# Usage: scripts/test_sanitizers.sh [fuzz seconds, default 60]   (BUILD_DIR default: build-sanitize)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+fuzz_seconds=${1:-60}
+build_dir=${BUILD_DIR:-$root/build-sanitize}
+export CC=clang CXX=clang++
+BUILD_DIR=$build_dir "$root/scripts/build.sh" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DATTENTION_SANITIZE=ON -DATTENTION_FUZZ=ON -DATTENTION_BUILD_BENCH=OFF
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+"$root/.venv/bin/ctest" --test-dir "$build_dir" --output-on-failure -j "$(nproc)"
+corpus="$build_dir/fuzz-corpus"
+mkdir -p "$corpus"
+"$build_dir/tests/sdpa_api_fuzzer" -max_total_time="$fuzz_seconds" -print_final_stats=1 \
+  -artifact_prefix="$build_dir/" "$corpus"

@@ -1,0 +1,205 @@
+// libFuzzer target: arbitrary tensor descriptors (ranks, shapes, strides, null and overlapping data
+// pointers, dtype and device codes, logsumexp, scale) into scaled_dot_product_attention. Every call
+// must either fail cleanly, leaving all memory as it was, or succeed with a result that matches the
+// naive reference and writes nothing outside its outputs. Built with ASan+UBSan, so an
+// out-of-bounds access or undefined behaviour anywhere in the call aborts the run.
+//
+// All views point into one pool, so they overlap freely. A descriptor that looks valid but reaches
+// outside the pool is skipped: the library cannot know where a caller's allocation ends.
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "attention/attention.h"
+#include "reference/sdpa_reference.h"
+
+namespace {
+
+constexpr int64_t kPool = int64_t{1} << 14;  // floats
+
+using attention::TensorView;
+
+// Consumes the fuzzer's bytes; reads past the end yield zeros.
+class Bytes {
+ public:
+  Bytes(const uint8_t* data, size_t size) : data_(data), size_(size) {}
+  template <typename T>
+  T take() {
+    T value{};
+    const size_t n = std::min(sizeof(T), size_ - std::min(used_, size_));
+    std::memcpy(&value, data_ + used_, n);
+    used_ += sizeof(T);
+    return value;
+  }
+
+ private:
+  const uint8_t* data_;
+  size_t size_, used_ = 0;
+};
+
+[[noreturn]] void fail(const char* what) {
+  std::fprintf(stderr, "sdpa_api_fuzzer: %s\n", what);
+  std::abort();
+}
+
+// Mostly plausible descriptors (small shapes, dense strides) so valid calls happen often, with
+// arbitrary ranks, sizes, strides, pointers and codes mixed in.
+TensorView draw_view(Bytes& in, float* pool) {
+  TensorView t;
+  const uint8_t mode = in.take<uint8_t>();
+  t.rank = (mode & 7) < 6 ? ((mode & 7) < 4 ? 4 : 3) : int(in.take<int8_t>());
+  if (t.rank > attention::kMaxRank) t.rank = 5;  // past the arrays: must be rejected unread
+  for (int d = 0; d < std::min(t.rank, attention::kMaxRank); ++d) {
+    t.shape[d] = int64_t(in.take<uint8_t>() % 12) - ((mode & 8) ? 1 : 0);
+  }
+  int64_t stride = 1;
+  for (int d = std::min(t.rank, attention::kMaxRank) - 1; d >= 0; --d) {
+    t.strides[d] = (mode & 16) ? int64_t(in.take<int16_t>()) : stride;
+    stride *= std::max<int64_t>(t.shape[d], 1) + ((mode & 32) ? 1 : 0);
+  }
+  const uint16_t offset = in.take<uint16_t>();
+  t.data = (mode & 64) && offset % 17 == 0 ? nullptr : pool + offset % kPool;
+  if (mode & 128) {
+    t.dtype = static_cast<attention::DType>(in.take<uint8_t>() % 3);
+    t.device = static_cast<attention::Device>(in.take<uint8_t>() % 3);
+  }
+  return t;
+}
+
+// Element offsets (from the pool's start) a plausible view touches; false when the view is not
+// plausible (the library must reject it) or empty.
+bool span_in_pool(const TensorView& t, const float* pool, int64_t* lo, int64_t* hi) {
+  if (t.data == nullptr || t.rank < 1 || t.rank > attention::kMaxRank) return false;
+  *lo = *hi = static_cast<const float*>(t.data) - pool;
+  for (int d = 0; d < t.rank; ++d) {
+    if (t.shape[d] <= 0) return false;
+    const int64_t reach = t.strides[d] * (t.shape[d] - 1);
+    (reach < 0 ? *lo : *hi) += reach;
+  }
+  return true;
+}
+
+bool inside_pool(const TensorView& t, const float* pool) {
+  int64_t lo = 0, hi = 0;
+  return !span_in_pool(t, pool, &lo, &hi) || (lo >= 0 && hi < kPool);
+}
+
+// Calls visit(offset) for every element of a rank <= 4 view, in row-major order.
+template <typename Visit>
+void for_each_offset(const TensorView& t, Visit&& visit) {
+  std::array<int64_t, 4> shape{1, 1, 1, 1}, strides{0, 0, 0, 0};
+  for (int d = 0; d < t.rank; ++d) {
+    shape[4 - t.rank + d] = t.shape[d];
+    strides[4 - t.rank + d] = t.strides[d];
+  }
+  for (int64_t a = 0; a < shape[0]; ++a)
+    for (int64_t b = 0; b < shape[1]; ++b)
+      for (int64_t c = 0; c < shape[2]; ++c)
+        for (int64_t d = 0; d < shape[3]; ++d)
+          visit(a * strides[0] + b * strides[1] + c * strides[2] + d * strides[3]);
+}
+
+std::vector<float> dense(const TensorView& t) {
+  std::vector<float> values;
+  const auto* base = static_cast<const float*>(t.data);
+  for_each_offset(t, [&](int64_t offset) { values.push_back(base[offset]); });
+  return values;
+}
+
+void mark(const TensorView& t, const float* pool, std::vector<bool>& written) {
+  if (t.data == nullptr) return;  // an empty view (null data is allowed there)
+  const int64_t base = static_cast<const float*>(t.data) - pool;
+  for_each_offset(t, [&](int64_t offset) { written[base + offset] = true; });
+}
+
+// DESIGN.md's fp32 rule; NaN must match NaN (inputs are finite here, so none is expected).
+void expect_close(const std::vector<float>& got, const std::vector<double>& want) {
+  if (got.size() != want.size()) fail("result size differs from the reference");
+  double max_ref = 0, max_err = 0, err2 = 0, ref2 = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i]) || std::isinf(want[i])) {
+      if (!(std::isnan(want[i]) ? std::isnan(got[i]) : got[i] == want[i]))
+        fail("non-finite mismatch");
+      continue;
+    }
+    if (!std::isfinite(got[i])) fail("non-finite output where the reference is finite");
+    const double err = std::abs(got[i] - want[i]);
+    max_ref = std::max(max_ref, std::abs(want[i]));
+    max_err = std::max(max_err, err);
+    err2 += err * err;
+    ref2 += want[i] * want[i];
+  }
+  if (max_err > 2e-5 * std::max(1.0, max_ref)) fail("max abs error beyond tolerance");
+  if (ref2 > 0 && std::sqrt(err2 / ref2) > 1e-5) fail("relative L2 error beyond tolerance");
+}
+
+// How the calls ended, printed at exit so a run shows that both paths were exercised.
+struct Outcomes {
+  int64_t skipped = 0, rejected = 0, computed = 0;
+  ~Outcomes() {
+    std::fprintf(stderr,
+                 "sdpa_api_fuzzer: %lld calls rejected cleanly, %lld computed and matched the "
+                 "reference, %lld inputs skipped (views outside the pool)\n",
+                 (long long)rejected, (long long)computed, (long long)skipped);
+  }
+} outcomes;
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static std::vector<float> pattern = [] {
+    std::vector<float> values(kPool);
+    for (int64_t i = 0; i < kPool; ++i) values[i] = float((i * 7919) % 2001) / 1000.0f - 1.0f;
+    return values;
+  }();
+  std::vector<float> pool = pattern;
+  Bytes in(data, size);
+  const TensorView q = draw_view(in, pool.data()), k = draw_view(in, pool.data()),
+                   v = draw_view(in, pool.data()), out = draw_view(in, pool.data());
+  attention::SdpaOptions options;
+  const uint8_t flags = in.take<uint8_t>();
+  if (flags & 1) options.logsumexp = draw_view(in, pool.data());
+  if (flags & 2) {
+    // Any bit pattern, but finite scales stay within ±4: larger ones make fp32 logits so big that
+    // their rounding alone exceeds the tolerance against the double reference.
+    const float raw = (flags & 4) ? in.take<float>() : float(in.take<int8_t>()) / 16;
+    options.scale = std::isfinite(raw) ? std::fmod(raw, 4.0f) : raw;
+  }
+  for (const TensorView* t :
+       {&q, &k, &v, &out, static_cast<const TensorView*>(&options.logsumexp)}) {
+    if (!inside_pool(*t, pool.data())) return ++outcomes.skipped, 0;
+  }
+
+  const attention::Status status = attention::scaled_dot_product_attention(q, k, v, out, options);
+  if (!status.ok()) {
+    if (status.message().empty()) fail("error without a message");
+    if (pool != pattern) fail("a rejected call wrote memory");
+    ++outcomes.rejected;
+    return 0;
+  }
+  std::vector<bool> written(kPool, false);
+  mark(out, pool.data(), written);
+  if (options.logsumexp.data != nullptr) mark(options.logsumexp, pool.data(), written);
+  for (int64_t i = 0; i < kPool; ++i) {
+    if (!written[i] && std::memcmp(&pool[i], &pattern[i], sizeof(float)) != 0) {
+      fail("a call wrote outside its outputs");
+    }
+  }
+  // The reference reads the inputs from the original pattern (outputs never overlap inputs).
+  auto original = [&](const TensorView& t) {
+    TensorView view = t;
+    if (t.data != nullptr) view.data = pattern.data() + (static_cast<float*>(t.data) - pool.data());
+    return view;
+  };
+  std::vector<double> want_out, want_lse;
+  const double scale = options.scale ? double(*options.scale) : 1.0 / std::sqrt(double(q.shape[3]));
+  reference_sdpa(original(q), original(k), original(v), scale, &want_out, &want_lse);
+  expect_close(dense(out), want_out);
+  if (options.logsumexp.data != nullptr) expect_close(dense(options.logsumexp), want_lse);
+  ++outcomes.computed;
+  return 0;
+}
