@@ -188,33 +188,41 @@ TEST(SdpaStrides, NegativeStridesMatchReference) {
                   reversed(tensors.v.view(), 1), tensors.out, tensors.lse);
 }
 
-// A NaN in a visible position propagates as in PyTorch's math path: in q, its query row is NaN; in
-// k, every row of the query heads reading that kv head; in v, that feature of those heads. The
-// reference (plain double loops) behaves the same way, and matches_reference requires NaN exactly
-// there.
-TEST(SdpaNaN, NanInAnInputPropagatesLikeTheMathPath) {
+// NaN and Inf in a visible position propagate as in PyTorch's math path. A NaN in q makes its query
+// row NaN; in k, every row of the query heads reading that kv head; in v, that feature of those
+// heads. An Inf gives ±Inf scores (a +Inf score makes its row NaN through inf - inf) or ±Inf in v's
+// feature. The reference (plain double loops) follows IEEE the same way, and matches_reference
+// requires every non-finite value exactly where the reference has it.
+TEST(SdpaNonFinite, NanAndInfInAnInputPropagateLikeTheMathPath) {
   const uint64_t seed = seed_for_current_test();
-  // The NaN goes first or last along the sequence: a max() may keep or drop it depending on order.
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity()};
   for (int64_t queries : {1, 64}) {  // the decode and the prefill kernel
-    for (int operand = 0; operand < 6; ++operand) {
-      const SdpaCase c = sdpa_case(2, 4, 2, queries, 37, 64, 48).with_logsumexp();
-      const bool last = operand >= 3;
-      SCOPED_TRACE(describe(c) + ", NaN in " + "qkv"[operand % 3] + (last ? " last" : " first") +
-                   ", " + seed_note(seed));
-      std::mt19937_64 rng(seed);
-      SdpaTensors tensors(c);
-      tensors.fill_inputs_uniform(rng);
-      Tensor* target[] = {&tensors.q, &tensors.k, &tensors.v};
-      const attention::TensorView view = target[operand % 3]->view();
-      // Batch 1, head 1, the first or last position, feature 5.
-      const int64_t offset = view.strides[0] + view.strides[1] +
-                             (last ? view.shape[2] - 1 : 0) * view.strides[2] + 5 * view.strides[3];
-      static_cast<float*>(view.data)[offset] = std::nanf("");
-      run_and_compare(c, tensors.q.view(), tensors.k.view(), tensors.v.view(), tensors.out,
-                      tensors.lse);
-      const std::vector<float> out = tensors.out.to_dense();
-      EXPECT_TRUE(std::any_of(out.begin(), out.end(), [](float x) { return std::isnan(x); }))
-          << "the NaN vanished";
+    for (float special : specials) {
+      // First or last along the sequence: a max() may keep or drop a NaN depending on order.
+      for (int placement = 0; placement < 6; ++placement) {
+        const SdpaCase c = sdpa_case(2, 4, 2, queries, 37, 64, 48).with_logsumexp();
+        const bool last = placement >= 3;
+        SCOPED_TRACE(describe(c) + ", " + std::to_string(special) + " in " + "qkv"[placement % 3] +
+                     (last ? " last" : " first") + ", " + seed_note(seed));
+        std::mt19937_64 rng(seed);
+        SdpaTensors tensors(c);
+        tensors.fill_inputs_uniform(rng);
+        Tensor* target[] = {&tensors.q, &tensors.k, &tensors.v};
+        const attention::TensorView view = target[placement % 3]->view();
+        // Batch 1, head 1, the first or last position, feature 5.
+        const int64_t offset = view.strides[0] + view.strides[1] +
+                               (last ? view.shape[2] - 1 : 0) * view.strides[2] +
+                               5 * view.strides[3];
+        static_cast<float*>(view.data)[offset] = special;
+        run_and_compare(c, tensors.q.view(), tensors.k.view(), tensors.v.view(), tensors.out,
+                        tensors.lse);
+        if (!std::isnan(special)) continue;  // a -Inf score may legitimately weigh nothing
+        const std::vector<float> out = tensors.out.to_dense();
+        EXPECT_TRUE(std::any_of(out.begin(), out.end(), [](float x) { return std::isnan(x); }))
+            << "the NaN vanished";
+      }
     }
   }
 }
