@@ -75,9 +75,9 @@ struct SdpaOptions {
 //
 // Grouped-query attention: H must be a multiple of Hkv; query head h reads kv head h / (H / Hkv)
 // (Hkv == 1 is multi-query attention). Dv may differ from D. All views are fp32 on the CPU, rank 4,
-// with a contiguous innermost dimension; the other strides are free (transposed or padded
-// batch/head/sequence layouts work without copies), but out must not overlap q, k, v or logsumexp,
-// nor itself.
+// with a contiguous innermost dimension; the other strides are free, of either sign (transposed,
+// padded or reversed batch/head/sequence layouts work without copies), but out must not overlap q,
+// k, v or logsumexp, nor itself. The same rules hold for logsumexp (rank 3, Sq contiguous).
 //
 // Zero sizes: if B, H or Sq is 0 the outputs are empty and the call succeeds without doing
 // anything. If Sk is 0 every query row has no key to attend to: out is all zeros and logsumexp is
