@@ -214,6 +214,15 @@ TEST_F(SdpaValidation, NonFiniteScale) {
   }
 }
 
+// Codes outside the enums (a caller casting an integer) are rejected, not trusted.
+TEST_F(SdpaValidation, UnknownDtypeOrDevice) {
+  v.dtype = static_cast<attention::DType>(7);
+  expect_rejected({"v:"}, {{"dtype", "float32"}});
+  reset_views();
+  out.device = static_cast<attention::Device>(3);
+  expect_rejected({"out:"}, {{"cpu", "device"}});
+}
+
 // The kernels index with 32 bits: a view spanning 2 GiB or more, or a size or stride beyond int32,
 // is rejected before anything reads it (so these views need no memory behind them).
 TEST_F(SdpaValidation, BeyondThirtyTwoBitIndexing) {
