@@ -6,8 +6,8 @@
 namespace attention_gen {
 
 // 2^x for x <= 0 (the softmax only exponentiates score - row_max), as a degree-6 polynomial on the
-// fraction plus an exponent-field shift. Halide's exp() lowers to scalar libm calls; this vectorizes.
-// Relative error ~2e-7 (Cephes exp2f coefficients), far inside the fp32 test tolerance.
+// fraction plus an exponent-field shift. Halide's exp() lowers to scalar libm calls; this
+// vectorizes. Relative error ~2e-7 (Cephes exp2f coefficients), far inside the fp32 test tolerance.
 // x <= -127 (including -inf) yields exactly 0, so masked scores never produce NaN; a NaN stays NaN
 // (checked with is_nan, which Halide evaluates strictly: max() alone may drop a NaN operand).
 inline Halide::Expr exp2_nonpositive(const Halide::Expr& x_in) {
