@@ -32,9 +32,7 @@ HalideBuffer halide_view(const attention::TensorView& t) {
 
 void expect_kernel_matches_reference(const SdpaCase& c, bool prefill, uint64_t seed) {
   SCOPED_TRACE(describe(c) + (prefill ? ", prefill" : ", decode") + ", " + seed_note(seed));
-  std::mt19937_64 rng(seed);
-  SdpaTensors tensors(c);
-  tensors.fill_inputs_uniform(rng);
+  SdpaTensors tensors(c, seed);
   const float scale = static_cast<float>(c.effective_scale());
   HalideBuffer q = halide_view(tensors.q.view()), k = halide_view(tensors.k.view()),
                v = halide_view(tensors.v.view()), out = halide_view(tensors.out.view()),

@@ -19,10 +19,7 @@ struct DefaultThreadsOnExit {
 
 // One problem with its inputs filled, and the output of one call.
 struct Problem {
-  Problem(const SdpaCase& c, uint64_t seed) : c(c), tensors(c) {
-    std::mt19937_64 rng(seed);
-    tensors.fill_inputs_uniform(rng);
-  }
+  Problem(const SdpaCase& c, uint64_t seed) : c(c), tensors(c, seed) {}
 
   // Runs the library and returns out's and logsumexp's storage (padding included).
   std::vector<float> run() {

@@ -176,9 +176,7 @@ TEST(SdpaStrides, NegativeStridesMatchReference) {
   const SdpaCase c = sdpa_case(2, 4, 2, 50, 33, 64, 40).with_logsumexp();
   const uint64_t seed = seed_for_current_test();
   SCOPED_TRACE(describe(c) + ", " + seed_note(seed));
-  std::mt19937_64 rng(seed);
-  SdpaTensors tensors(c);
-  tensors.fill_inputs_uniform(rng);
+  SdpaTensors tensors(c, seed);
   const auto reversed = [](attention::TensorView view, int dim) {
     view.data = static_cast<float*>(view.data) + (view.shape[dim] - 1) * view.strides[dim];
     view.strides[dim] = -view.strides[dim];
@@ -206,9 +204,7 @@ TEST(SdpaNonFinite, NanAndInfInAnInputPropagateLikeTheMathPath) {
         const bool last = placement >= 3;
         SCOPED_TRACE(describe(c) + ", " + std::to_string(special) + " in " + "qkv"[placement % 3] +
                      (last ? " last" : " first") + ", " + seed_note(seed));
-        std::mt19937_64 rng(seed);
-        SdpaTensors tensors(c);
-        tensors.fill_inputs_uniform(rng);
+        SdpaTensors tensors(c, seed);
         Tensor* target[] = {&tensors.q, &tensors.k, &tensors.v};
         const attention::TensorView view = target[placement % 3]->view();
         // Batch 1, head 1, the first or last position, feature 5.

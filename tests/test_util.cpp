@@ -304,7 +304,8 @@ SdpaTensors::SdpaTensors(const SdpaCase& c)
       out({c.B, c.H, c.Sq, c.Dv}, c.out_layout),
       lse({c.B, c.H, c.Sq}, c.out_layout) {}
 
-void SdpaTensors::fill_inputs_uniform(std::mt19937_64& rng) {
+SdpaTensors::SdpaTensors(const SdpaCase& c, uint64_t input_seed) : SdpaTensors(c) {
+  std::mt19937_64 rng(input_seed);
   for (Tensor* input : {&q, &k, &v}) input->fill_uniform(rng, -1.0f, 1.0f);
 }
 
@@ -332,9 +333,7 @@ void run_and_compare(const SdpaCase& c, const attention::TensorView& q,
 
 void expect_sdpa_matches_reference(const SdpaCase& c, uint64_t seed) {
   SCOPED_TRACE(describe(c) + ", " + seed_note(seed));
-  std::mt19937_64 rng(seed);
-  SdpaTensors tensors(c);
-  tensors.fill_inputs_uniform(rng);
+  SdpaTensors tensors(c, seed);
   run_and_compare(c, tensors.q.view(), tensors.k.view(), tensors.v.view(), tensors.out,
                   tensors.lse);
 }

@@ -111,10 +111,11 @@ std::string describe(const SdpaCase& c);
 std::string identifier(const SdpaCase& c);  // usable as a gtest parameter name
 void PrintTo(const SdpaCase& c, std::ostream* os);
 
-// The tensors of a case, shaped and laid out as it says, inputs still NaN.
+// The tensors of a case, shaped and laid out as it says: inputs still NaN, or with input_seed, q, k
+// and v uniform in [-1, 1] drawn from std::mt19937_64(input_seed).
 struct SdpaTensors {
   explicit SdpaTensors(const SdpaCase& c);
-  void fill_inputs_uniform(std::mt19937_64& rng);  // q, k, v in [-1, 1]
+  SdpaTensors(const SdpaCase& c, uint64_t input_seed);
   Tensor q, k, v, out, lse;
 };
 
