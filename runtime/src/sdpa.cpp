@@ -46,23 +46,15 @@ Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorVie
   if (options.scale && !std::isfinite(*options.scale)) {
     return Status::invalid("scale: must be finite, got " + std::to_string(*options.scale));
   }
-  const TensorView* inputs[] = {&q, &k, &v};
-  const char* input_names[] = {"q", "k", "v"};
-  ATTENTION_RETURN_IF_ERROR(detail::check_no_self_overlap(out, "out"));
-  for (int n = 0; n < 3; ++n) {
-    ATTENTION_RETURN_IF_ERROR(detail::check_disjoint(out, "out", *inputs[n], input_names[n]));
-  }
+  ATTENTION_RETURN_IF_ERROR(
+      detail::check_output_memory(out, "out", {{&q, "q"}, {&k, "k"}, {&v, "v"}}));
   const TensorView& lse = options.logsumexp;
   if (lse.data != nullptr) {
     ATTENTION_RETURN_IF_ERROR(detail::check_view(lse, "logsumexp", 3, "[B, H, Sq]"));
     ATTENTION_RETURN_IF_ERROR(
         detail::check_shape(lse, "logsumexp", {{"B", B}, {"H", H}, {"Sq", Sq}}));
-    ATTENTION_RETURN_IF_ERROR(detail::check_no_self_overlap(lse, "logsumexp"));
-    ATTENTION_RETURN_IF_ERROR(detail::check_disjoint(lse, "logsumexp", out, "out"));
-    for (int n = 0; n < 3; ++n) {
-      ATTENTION_RETURN_IF_ERROR(
-          detail::check_disjoint(lse, "logsumexp", *inputs[n], input_names[n]));
-    }
+    ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(
+        lse, "logsumexp", {{&out, "out"}, {&q, "q"}, {&k, "k"}, {&v, "v"}}));
   }
   return Status::ok_status();
 }

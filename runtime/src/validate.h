@@ -1,6 +1,7 @@
 // Argument checks shared by every entry point. Each returns an error naming the argument.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -35,5 +36,13 @@ Status check_disjoint(const TensorView& out, const char* out_name, const TensorV
 
 // Distinct indices of an output address distinct elements (no zero or interleaved strides).
 Status check_no_self_overlap(const TensorView& out, const char* name);
+
+// An output neither overlaps itself nor any of `others`, checked in that order.
+struct NamedView {
+  const TensorView* view;
+  const char* name;
+};
+Status check_output_memory(const TensorView& out, const char* name,
+                           std::initializer_list<NamedView> others);
 
 }  // namespace attention::detail
