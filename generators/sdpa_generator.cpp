@@ -17,7 +17,8 @@ enum class QueryTiling { Prefill, Decode };
 // Repeats the first/last position (dim 1) so register blocks that round a tile up may read past the
 // end of a sequence without leaving the buffer. Feature dims are never clamped: a per-lane clamp
 // turns vector loads into gathers, so the schedule keeps those blocks in bounds instead.
-Func clamp_positions(const GeneratorInput<Buffer<float, 4>>& in) {
+template <typename Input>
+Func clamp_positions(const Input& in) {
   Region bounds(4);
   bounds[1] = Range(in.dim(1).min(), in.dim(1).extent());
   return BoundaryConditions::repeat_edge(in, bounds);
@@ -30,7 +31,11 @@ Func zero_pad_features(const GeneratorInput<Buffer<float, 4>>& in) {
   return BoundaryConditions::constant_exterior(in, 0.0f, bounds);
 }
 
-class SdpaGenerator : public Generator<SdpaGenerator> {
+// The parts every SDPA generator shares: the tiling parameters, q/k/v/scale in, out/logsumexp out.
+// Derived generators add their own inputs (declared after these, so they follow q, k, v, scale in
+// the generated function's arguments) and call build().
+template <typename Self>
+class SdpaGeneratorBase : public Generator<Self> {
  public:
   GeneratorParam<QueryTiling> query_tiling{
       "query_tiling",
@@ -42,48 +47,62 @@ class SdpaGenerator : public Generator<SdpaGenerator> {
   // logic.
   GeneratorParam<std::string> tiling_as{"tiling_as", ""};
 
-  Input<Buffer<float, 4>> q{"q"};  // (d, i, h, b)
-  Input<Buffer<float, 4>> k{"k"};  // (d, j, kv_head, b)
-  Input<Buffer<float, 4>> v{"v"};  // (c, j, kv_head, b)
-  Input<float> scale{"scale"};
-  Output<Buffer<float, 4>> out{"out"};              // (c, i, h, b)
-  Output<Buffer<float, 3>> logsumexp{"logsumexp"};  // (i, h, b)
+  GeneratorInput<Buffer<float, 4>> q{"q"};  // (d, i, h, b)
+  GeneratorInput<Buffer<float, 4>> k{"k"};  // (d, j, kv_head, b)
+  GeneratorInput<Buffer<float, 4>> v{"v"};  // (c, j, kv_head, b)
+  GeneratorInput<float> scale{"scale"};
 
-  void generate() {
+ protected:
+  SdpaFuncs funcs_;
+
+  bool prefill() const { return query_tiling == QueryTiling::Prefill; }
+
+  Target tiling_target() const {
+    const std::string as = tiling_as;
+    return as.empty() ? this->get_target() : Target(as);
+  }
+
+  // Defines the pipeline into `out` and `lse`; `mask` (may be null) must outlive the call.
+  void build(GeneratorOutput<Buffer<float, 4>>& out, GeneratorOutput<Buffer<float, 3>>& lse, MaskInputs* mask,
+             Expr values_finite = Expr()) {
     SdpaInputs in;
     in.q = clamp_positions(q);
     in.k = clamp_positions(k);
     // Prefill stages v per head, padded with zero features so P·V blocks never need a tail; decode
-    // reads v once and in place (P·V reduces over exactly [0, Sk), so no clamp is needed).
-    in.v = prefill() ? zero_pad_features(v) : Func(v);
+    // reads v once and in place (P·V reduces over exactly [0, Sk) unless masked key blocks round
+    // it up, which the position clamp covers).
+    in.v = prefill() ? zero_pad_features(v) : mask ? clamp_positions(v) : Func(v);
     in.scale = scale;
     in.head_dim = q.dim(0).extent();
     in.value_dim = v.dim(0).extent();
     in.seq_k = k.dim(1).extent();
     in.heads_per_kv = q.dim(2).extent() / k.dim(2).extent();
+    in.mask = mask;
+    in.values_finite = values_finite;
+    if (mask) {
+      const CpuTiling t = cpu_tiling(tiling_target(), prefill());
+      mask->query_group = t.query_tile;
+      mask->key_block = t.mask_key_block;
+    }
     funcs_ = scaled_dot_product(in);
     out = funcs_.out;
-    logsumexp = funcs_.logsumexp;
+    lse = funcs_.logsumexp;
+    // Block skipping needs query positions that start at 0, so a tile's rows are its group's rows.
+    out.dim(1).set_min(0);
     // logsumexp covers exactly out's rows; stating it lets the schedule fuse their loops exactly.
     for (int dim = 0; dim < 3; ++dim) {
-      logsumexp.dim(dim).set_bounds(out.dim(dim + 1).min(), out.dim(dim + 1).extent());
+      lse.dim(dim).set_bounds(out.dim(dim + 1).min(), out.dim(dim + 1).extent());
     }
-    set_estimates();
+    set_estimates(out, lse);
   }
 
-  void schedule() {
-    if (using_autoscheduler()) return;
-    const std::string tiling_target = tiling_as;
-    schedule_sdpa_cpu(funcs_, tiling_target.empty() ? get_target() : Target(tiling_target),
-                      prefill());
+  void schedule_cpu() {
+    if (this->using_autoscheduler()) return;
+    schedule_sdpa_cpu(funcs_, tiling_target(), prefill());
   }
 
  private:
-  SdpaFuncs funcs_;
-
-  bool prefill() const { return query_tiling == QueryTiling::Prefill; }
-
-  void set_estimates() {
+  void set_estimates(GeneratorOutput<Buffer<float, 4>>& out, GeneratorOutput<Buffer<float, 3>>& lse) {
     const int sq = prefill() ? 1024 : 1;
     const int sk = 1024, d = 64, heads = 8, batch = 1;
     q.set_estimates({{0, d}, {0, sq}, {0, heads}, {0, batch}});
@@ -91,10 +110,71 @@ class SdpaGenerator : public Generator<SdpaGenerator> {
     v.set_estimates({{0, d}, {0, sk}, {0, heads}, {0, batch}});
     scale.set_estimate(0.125f);
     out.set_estimates({{0, d}, {0, sq}, {0, heads}, {0, batch}});
-    logsumexp.set_estimates({{0, sq}, {0, heads}, {0, batch}});
+    lse.set_estimates({{0, sq}, {0, heads}, {0, batch}});
+  }
+};
+
+// Plain SDPA: no masking code at all.
+class SdpaGenerator : public SdpaGeneratorBase<SdpaGenerator> {
+ public:
+  Output<Buffer<float, 4>> out{"out"};              // (c, i, h, b)
+  Output<Buffer<float, 3>> logsumexp{"logsumexp"};  // (i, h, b)
+
+  void generate() { build(out, logsumexp, nullptr); }
+  void schedule() { schedule_cpu(); }
+};
+
+// SDPA with every mask of algorithm/masks.h. The runtime passes neutral values for unused pieces.
+class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
+ public:
+  Input<Buffer<int32_t, 1>> key_lengths{"key_lengths"};      // (b), each in [0, Sk]
+  Input<Buffer<int32_t, 1>> query_lengths{"query_lengths"};  // (b), each in [0, Sq]
+  Input<int32_t> diag_offset{"diag_offset"};
+  Input<int32_t> band_back{"band_back"};
+  Input<int32_t> band_forward{"band_forward"};
+  Input<bool> has_bias{"has_bias"};
+  // (j, i, h, b); broadcast dims arrive with stride 0, so no dimension needs stride 1.
+  Input<Buffer<uint8_t, 4>> bool_mask{"bool_mask"};
+  Input<Buffer<float, 4>> additive_mask{"additive_mask"};
+  Input<Buffer<float, 1>> alibi_slopes{"alibi_slopes"};  // (h)
+  Input<float> softcap{"softcap"};
+  Input<bool> values_finite{"values_finite"};
+  Output<Buffer<float, 4>> out{"out"};              // (c, i, h, b)
+  Output<Buffer<float, 3>> logsumexp{"logsumexp"};  // (i, h, b)
+
+  void generate() {
+    bool_mask.dim(0).set_stride(Expr());
+    additive_mask.dim(0).set_stride(Expr());
+    mask_.diag_offset = diag_offset;
+    mask_.band_back = band_back;
+    mask_.band_forward = band_forward;
+    mask_.key_length = key_lengths;
+    mask_.query_length = query_lengths;
+    mask_.has_bias = has_bias;
+    // Tiles round rows and keys up past the ends: clamp those reads (the logits there are hidden
+    // by the length masks anyway).
+    mask_.allowed = clamp_rows_and_keys(bool_mask);
+    mask_.additive = clamp_rows_and_keys(additive_mask);
+    mask_.alibi_slope = alibi_slopes;
+    mask_.softcap = softcap;
+    // Decode's P·V already runs at memory speed: always take the NaN-safe form there.
+    build(out, logsumexp, &mask_, prefill() ? Expr(values_finite) : Expr(false));
+  }
+  void schedule() { schedule_cpu(); }
+
+ private:
+  MaskInputs mask_;
+
+  template <typename T>
+  static Func clamp_rows_and_keys(const GeneratorInput<Buffer<T, 4>>& in) {
+    Region bounds(4);
+    bounds[0] = Range(in.dim(0).min(), in.dim(0).extent());
+    bounds[1] = Range(in.dim(1).min(), in.dim(1).extent());
+    return BoundaryConditions::repeat_edge(in, bounds);
   }
 };
 
 }  // namespace
 
 HALIDE_REGISTER_GENERATOR(SdpaGenerator, sdpa)
+HALIDE_REGISTER_GENERATOR(MaskedSdpaGenerator, masked_sdpa)

@@ -311,11 +311,12 @@ SdpaTensors::SdpaTensors(const SdpaCase& c, uint64_t input_seed) : SdpaTensors(c
 
 void run_and_compare(const SdpaCase& c, const attention::TensorView& q,
                      const attention::TensorView& k, const attention::TensorView& v, Tensor& out,
-                     Tensor& lse) {
+                     Tensor& lse, const attention::MaskOptions& mask) {
   out.poison();
   lse.poison();
   attention::SdpaOptions options;
   options.scale = c.scale;
+  options.mask = mask;
   if (c.logsumexp) options.logsumexp = lse.view();
   const attention::Status status =
       attention::scaled_dot_product_attention(q, k, v, out.view(), options);
@@ -323,7 +324,7 @@ void run_and_compare(const SdpaCase& c, const attention::TensorView& q,
 
   std::vector<double> reference_out, reference_lse;
   reference_sdpa(q, k, v, c.effective_scale(), &reference_out,
-                 c.logsumexp ? &reference_lse : nullptr);
+                 c.logsumexp ? &reference_lse : nullptr, mask.empty() ? nullptr : &mask);
   EXPECT_TRUE(matches_reference(out.to_dense(), reference_out, out.shape())) << "in out";
   EXPECT_TRUE(out.outside_view_holds(kNaN)) << "in out's padding";
   if (!c.logsumexp) return;
@@ -336,6 +337,78 @@ void expect_sdpa_matches_reference(const SdpaCase& c, uint64_t seed) {
   SdpaTensors tensors(c, seed);
   run_and_compare(c, tensors.q.view(), tensors.k.view(), tensors.v.view(), tensors.out,
                   tensors.lse);
+}
+
+std::string describe(const MaskSpec& m) {
+  std::string s;
+  auto add = [&](const std::string& part) { s += (s.empty() ? "" : " + ") + part; };
+  if (m.causal != attention::Causal::None) {
+    add(m.causal == attention::Causal::TopLeft ? "causal top-left" : "causal bottom-right");
+  }
+  if (m.window >= 0) add("window " + std::to_string(m.window));
+  if (m.window_forward > 0) add("forward " + std::to_string(m.window_forward));
+  if (m.key_lengths) add("key lengths");
+  if (m.query_lengths) add("query lengths");
+  const std::string broadcast = std::string(m.mask_batch_broadcast ? "1" : "B") + "x" +
+                                (m.mask_head_broadcast ? "1" : "H");
+  if (m.bool_mask) add("bool mask " + broadcast);
+  if (m.additive_mask) add("additive mask " + broadcast + " hiding with " +
+                           std::to_string(m.hidden_value));
+  if (m.alibi) add(m.custom_slopes ? "alibi (given slopes)" : "alibi");
+  if (m.softcap > 0) add("softcap " + std::to_string(m.softcap));
+  return s.empty() ? "no mask" : s;
+}
+
+MaskTensors::MaskTensors(const MaskSpec& spec, const SdpaCase& c, uint64_t seed) {
+  std::mt19937_64 rng(seed ^ 0x6d61736bULL);  // independent of the q/k/v stream
+  auto uniform_int = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  attention::MaskOptions& m = options;
+  m.causal = spec.causal;
+  m.window = spec.window;
+  m.window_forward = spec.window_forward;
+  if (spec.key_lengths) {
+    for (int64_t b = 0; b < c.B; ++b) key_lengths.push_back(int32_t(uniform_int(0, c.Sk)));
+    m.key_lengths = attention::TensorView::contiguous(key_lengths.data(), attention::DType::Int32,
+                                                      {c.B});
+  }
+  if (spec.query_lengths) {
+    for (int64_t b = 0; b < c.B; ++b) query_lengths.push_back(int32_t(uniform_int(0, c.Sq)));
+    m.query_lengths = attention::TensorView::contiguous(query_lengths.data(),
+                                                        attention::DType::Int32, {c.B});
+  }
+  const int64_t mb = spec.mask_batch_broadcast ? 1 : c.B;
+  const int64_t mh = spec.mask_head_broadcast ? 1 : c.H;
+  const int64_t count = mb * mh * c.Sq * c.Sk;
+  if (spec.bool_mask) {
+    for (int64_t n = 0; n < count; ++n) bool_mask.push_back(uniform_int(0, 3) != 0);
+    m.bool_mask = attention::TensorView::contiguous(bool_mask.data(), attention::DType::Bool,
+                                                    {mb, mh, c.Sq, c.Sk});
+  }
+  if (spec.additive_mask) {
+    std::uniform_real_distribution<float> bias(-2.0f, 2.0f);
+    for (int64_t n = 0; n < count; ++n) {
+      additive_mask.push_back(uniform_int(0, 3) == 0 ? spec.hidden_value : bias(rng));
+    }
+    m.additive_mask = attention::TensorView::contiguous(additive_mask.data(), {mb, mh, c.Sq, c.Sk});
+  }
+  m.alibi = spec.alibi;
+  if (spec.alibi && spec.custom_slopes) {
+    std::uniform_real_distribution<float> slope(0.0f, 0.5f);
+    for (int64_t h = 0; h < c.H; ++h) slopes.push_back(slope(rng));
+    m.alibi_slopes = attention::TensorView::contiguous(slopes.data(), {c.H});
+  }
+  m.softcap = spec.softcap;
+}
+
+void expect_masked_sdpa_matches_reference(const SdpaCase& c, const MaskSpec& spec,
+                                          uint64_t seed) {
+  SCOPED_TRACE(describe(c) + ", " + describe(spec) + ", " + seed_note(seed));
+  SdpaTensors tensors(c, seed);
+  MaskTensors masks(spec, c, seed);
+  run_and_compare(c, tensors.q.view(), tensors.k.view(), tensors.v.view(), tensors.out,
+                  tensors.lse, masks.options);
 }
 
 }  // namespace attention_test

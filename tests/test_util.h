@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -119,12 +120,37 @@ struct SdpaTensors {
   Tensor q, k, v, out, lse;
 };
 
+// The masks of a test, as a recipe: MaskTensors turns it into tensors and attention::MaskOptions.
+struct MaskSpec {
+  attention::Causal causal = attention::Causal::None;
+  int64_t window = -1, window_forward = 0;
+  bool key_lengths = false, query_lengths = false;  // random lengths in [0, S]
+  bool bool_mask = false;                           // random, ~25% hidden
+  bool additive_mask = false;                       // random in [-2, 2], ~25% hidden_value
+  bool mask_batch_broadcast = false, mask_head_broadcast = false;  // size-1 B / H dims
+  float hidden_value = -INFINITY;  // what additive_mask hides with (-inf or e.g. -FLT_MAX)
+  bool alibi = false, custom_slopes = false;
+  float softcap = 0.0f;
+};
+std::string describe(const MaskSpec& m);
+
+// Owns the tensors a MaskSpec needs for one case, drawn from `seed`.
+struct MaskTensors {
+  MaskTensors(const MaskSpec& spec, const SdpaCase& c, uint64_t seed);
+  attention::MaskOptions options;
+  std::vector<int32_t> key_lengths, query_lengths;
+  std::vector<uint8_t> bool_mask;
+  std::vector<float> additive_mask, slopes;
+};
+
 // Poisons out (and logsumexp if the case asks for it), runs the library, and expects success,
 // results matching reference_sdpa, and nothing written outside the output views.
 void run_and_compare(const SdpaCase& c, const attention::TensorView& q,
                      const attention::TensorView& k, const attention::TensorView& v, Tensor& out,
-                     Tensor& lse);
+                     Tensor& lse, const attention::MaskOptions& mask = {});
 // The whole step on fresh random inputs drawn from `seed`, traced with the case and the seed.
 void expect_sdpa_matches_reference(const SdpaCase& c, uint64_t seed);
+// The same with masks built from `spec` (also drawn from `seed`).
+void expect_masked_sdpa_matches_reference(const SdpaCase& c, const MaskSpec& spec, uint64_t seed);
 
 }  // namespace attention_test

@@ -271,5 +271,89 @@ TEST(SdpaThreads, OneAndTwoThreadsMatchReference) {
   EXPECT_EQ(attention::num_threads(), default_threads);
 }
 
+// Mask options: each bad field is named in the error.
+TEST_F(SdpaValidation, MaskWindowWithoutCausalOrNegative) {
+  options.mask.window = 4;
+  expect_rejected({"mask.window"}, {{"causal"}, {"diagonal"}});
+  reset_views();
+  options.mask.causal = attention::Causal::TopLeft;
+  options.mask.window = -2;
+  expect_rejected({"mask.window"}, {{">= 0"}});
+  reset_views();
+  options.mask.causal = attention::Causal::TopLeft;
+  options.mask.window_forward = -1;
+  expect_rejected({"mask.window_forward"}, {{">= 0"}});
+  reset_views();
+  options.mask.causal = static_cast<attention::Causal>(7);
+  expect_rejected({"mask.causal"}, {{"topleft"}});
+}
+
+TEST_F(SdpaValidation, MaskLengthsOutOfRangeOrWrongShape) {
+  std::vector<int32_t> lengths(kB, 3);
+  lengths[2] = kSk + 1;
+  options.mask.key_lengths = TensorView::contiguous(lengths.data(), attention::DType::Int32, {kB});
+  expect_rejected({"mask.key_lengths[2]"}, {{"outside [0, sk=17]"}});
+  reset_views();
+  lengths[2] = -1;
+  options.mask.query_lengths =
+      TensorView::contiguous(lengths.data(), attention::DType::Int32, {kB});
+  expect_rejected({"mask.query_lengths[2]"}, {{"outside [0, sq=13]"}});
+  reset_views();
+  options.mask.key_lengths =
+      TensorView::contiguous(lengths.data(), attention::DType::Int32, {kB - 1});
+  expect_rejected({"mask.key_lengths"}, {{"expected shape [b=5]"}});
+  reset_views();
+  std::vector<float> float_lengths(kB, 1.0f);
+  options.mask.key_lengths = TensorView::contiguous(float_lengths.data(), {kB});
+  expect_rejected({"mask.key_lengths"}, {{"dtype int32"}});
+}
+
+TEST_F(SdpaValidation, MaskTensorsShapeAndDtype) {
+  std::vector<uint8_t> allowed(size_t(kB * kH * kSq * kSk), 1);
+  options.mask.bool_mask =
+      TensorView::contiguous(allowed.data(), attention::DType::Bool, {kB, 2, kSq, kSk});
+  expect_rejected({"mask.bool_mask"}, {{"[b|1, h|1, sq, sk] = [5|1, 8|1, 13, 17]"}});
+  reset_views();
+  options.mask.bool_mask =
+      TensorView::contiguous(allowed.data(), attention::DType::Bool, {1, 1, kSk, kSq});
+  expect_rejected({"mask.bool_mask"}, {{"got [1, 1, 17, 13]"}});
+  reset_views();
+  options.mask.additive_mask =
+      TensorView::contiguous(allowed.data(), attention::DType::Bool, {1, 1, kSq, kSk});
+  expect_rejected({"mask.additive_mask"}, {{"dtype float32"}});
+  reset_views();
+  options.mask.bool_mask =
+      TensorView::contiguous(allowed.data(), attention::DType::Bool, {1, 1, kSq});
+  expect_rejected({"mask.bool_mask"}, {{"rank-4"}});
+}
+
+TEST_F(SdpaValidation, MaskAlibiAndSoftcap) {
+  std::vector<float> slopes(kH, 0.5f);
+  options.mask.alibi_slopes = TensorView::contiguous(slopes.data(), {kH});
+  expect_rejected({"mask.alibi_slopes"}, {{"mask.alibi is false"}});
+  reset_views();
+  options.mask.alibi = true;
+  options.mask.alibi_slopes = TensorView::contiguous(slopes.data(), {kH - 1});
+  expect_rejected({"mask.alibi_slopes"}, {{"expected shape [h=8]"}});
+  reset_views();
+  slopes[3] = std::numeric_limits<float>::infinity();
+  options.mask.alibi = true;
+  options.mask.alibi_slopes = TensorView::contiguous(slopes.data(), {kH});
+  expect_rejected({"mask.alibi_slopes[3]"}, {{"finite"}});
+  for (float cap : {-1.0f, std::numeric_limits<float>::quiet_NaN(),
+                    std::numeric_limits<float>::infinity()}) {
+    reset_views();
+    options.mask.softcap = cap;
+    expect_rejected({"mask.softcap"}, {{"> 0"}});
+  }
+}
+
+// A mask must not share memory with an output.
+TEST_F(SdpaValidation, MaskOverlappingOutput) {
+  options.mask.additive_mask =
+      TensorView::strided(storage_of(out_), {1, 1, kSq, kSk}, {0, 0, kSk, 1});
+  expect_rejected({"out"}, {{"overlaps mask.additive_mask"}});
+}
+
 }  // namespace
 }  // namespace attention_test

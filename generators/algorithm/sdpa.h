@@ -6,6 +6,7 @@
 #pragma once
 
 #include "Halide.h"
+#include "algorithm/masks.h"
 #include "algorithm/softmax_math.h"
 
 namespace attention_gen {
@@ -30,6 +31,11 @@ struct SdpaInputs {
   Halide::Expr value_dim;     // Dv
   Halide::Expr seq_k;         // Sk
   Halide::Expr heads_per_kv;  // H / Hkv (grouped-query attention)
+  // Masks and biases; null for plain attention (no masking code at all).
+  const MaskInputs* mask = nullptr;
+  // Masked attention only: false when v may hold NaN/Inf. P·V then skips zero weights, so a
+  // non-finite value at a key a row cannot see never reaches it (0 · NaN would be NaN).
+  Halide::Expr values_finite;
 };
 
 // Every stage of the computation, named like the math, for the schedule to place.
@@ -39,16 +45,33 @@ struct SdpaFuncs {
   Halide::Expr value_dim;     // Dv: schedules specialize their value-feature blocking on it
   Halide::Func values;        // in.v, so a schedule can stage (pack) it
   Halide::RDom r_d;           // over D
-  Halide::RDom r_j;           // over Sk
+  Halide::RDom r_j;           // over Sk (masked: rounded up to whole key blocks, visible ones only)
   Halide::Func q_scaled;      // (d, i, h, b)  q * scale: folds the scale into the smaller operand
   Halide::Func scores;        // (j, i, h, b)  scale * q·k
-  Halide::Func row_max;       // (i, h, b)     max_j scores
-  Halide::Func weights;       // (j, i, h, b)  exp(scores - row_max), unnormalized
+  Halide::Func logits;        // (j, i, h, b)  scores with masks and biases (-inf: hidden key)
+  Halide::Func row_max;       // (i, h, b)     max_j logits
+  Halide::Func weights;       // (j, i, h, b)  exp(logits - row_max), unnormalized
   Halide::Func row_sum;       // (i, h, b)     sum_j weights
   Halide::Func weighted_sum;  // (c, i, h, b)  sum_j weights * v
   Halide::Func out;           // (c, i, h, b)  weighted_sum / row_sum
   Halide::Func logsumexp;     // (i, h, b)     row_max + log(row_sum), natural log
+  bool masked = false;
+  Halide::Expr has_bias;       // masked: whether logits use the bias terms (schedules specialize)
+  Halide::Expr values_finite;  // masked: whether P·V may skip its NaN-safe form (same)
 };
+
+// The scores after the masks and biases of `m` (see algorithm/masks.h for each piece).
+inline Halide::Expr masked_logits(const MaskInputs& m, const Halide::Expr& score,
+                                  const AttentionVars& x) {
+  using namespace Halide;
+  Expr capped = select(m.softcap > 0.0f, apply_softcap(score, m.softcap), score);
+  Expr additive = m.additive(x.j, x.i, x.h, x.b);
+  Expr biased = capped + alibi_bias(m, x.i, x.j, x.h) + additive;
+  Expr tensors_allow = m.allowed(x.j, x.i, x.h, x.b) != 0 && additive != Float(32).min();
+  Expr visible = band_visible(m, x.i, x.j) && lengths_visible(m, x.i, x.j, x.b) &&
+                 (!m.has_bias || tensors_allow);
+  return select(visible, select(m.has_bias, biased, score), Float(32).min());
+}
 
 inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   using namespace Halide;
@@ -61,7 +84,18 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.value_dim = in.value_dim;
   f.values = in.v;
   f.r_d = RDom(0, in.head_dim, "r_d");
-  f.r_j = RDom(0, in.seq_k, "r_j");
+  if (in.mask == nullptr) {
+    f.r_j = RDom(0, in.seq_k, "r_j");
+  } else {
+    // Keys in whole blocks, and only blocks that meet the range visible to the row's group.
+    const MaskInputs& m = *in.mask;
+    const int kb = m.key_block, group = m.query_group;
+    f.r_j = RDom(0, (in.seq_k + kb - 1) / kb * kb, "r_j");
+    Expr first = i / group * group;
+    KeyRange range = visible_keys(m, first, first + group - 1, b, in.seq_k);
+    Expr block_begin = f.r_j / kb * kb;
+    f.r_j.where(range.any_row && block_begin + kb > range.begin && block_begin < range.end);
+  }
 
   f.q_scaled = Func("q_scaled");
   f.q_scaled(d, i, h, b) = in.q(d, i, h, b) * in.scale;
@@ -70,15 +104,27 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.scores(j, i, h, b) = 0.0f;
   f.scores(j, i, h, b) += f.q_scaled(f.r_d, i, h, b) * in.k(f.r_d, j, kv_head, b);
 
+  f.logits = Func("logits");
+  f.masked = in.mask != nullptr;
+  f.logits(j, i, h, b) = f.masked ? masked_logits(*in.mask, f.scores(j, i, h, b), x)
+                                  : f.scores(j, i, h, b);
+  if (f.masked) {
+    f.has_bias = in.mask->has_bias;
+    f.values_finite = in.values_finite;
+  }
+
   f.row_max = Func("row_max");
   f.row_max(i, h, b) = Float(32).min();
-  f.row_max(i, h, b) = max(f.row_max(i, h, b), f.scores(f.r_j, i, h, b));
+  f.row_max(i, h, b) = max(f.row_max(i, h, b), f.logits(f.r_j, i, h, b));
+  // A fully masked row has max -inf; subtracting 0 instead keeps its weights exp(-inf) = 0, not
+  // exp(-inf + inf) = NaN.
+  Expr row_max = f.row_max(i, h, b);
+  Expr shift = f.masked ? select(row_max == Float(32).min(), 0.0f, row_max) : row_max;
 
   // exp(s - m) = 2^((s - m) * log2(e)); subtracting the max first keeps the rounding of the
   // multiply relative to the (small) distance from the max, not to the logit's magnitude.
   f.weights = Func("weights");
-  f.weights(j, i, h, b) =
-      exp2_nonpositive((f.scores(j, i, h, b) - f.row_max(i, h, b)) * float(M_LOG2E));
+  f.weights(j, i, h, b) = exp2_nonpositive((f.logits(j, i, h, b) - shift) * float(M_LOG2E));
 
   f.row_sum = Func("row_sum");
   f.row_sum(i, h, b) = 0.0f;
@@ -86,15 +132,21 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
 
   f.weighted_sum = Func("weighted_sum");
   f.weighted_sum(c, i, h, b) = 0.0f;
-  f.weighted_sum(c, i, h, b) += f.weights(f.r_j, i, h, b) * in.v(c, f.r_j, kv_head, b);
+  Expr weight = f.weights(f.r_j, i, h, b);
+  Expr term = weight * in.v(c, f.r_j, kv_head, b);
+  if (f.masked) term = select(in.values_finite, term, select(weight == 0.0f, 0.0f, term));
+  f.weighted_sum(c, i, h, b) += term;
 
   f.out = Func("out");
-  f.out(c, i, h, b) = f.weighted_sum(c, i, h, b) / f.row_sum(i, h, b);
+  Expr row_sum = f.row_sum(i, h, b);
+  Expr normalized = f.weighted_sum(c, i, h, b) / row_sum;
+  // Masked: a row without any visible key outputs zeros (its sum is exactly 0; a NaN sum is not).
+  f.out(c, i, h, b) = f.masked ? select(row_sum == 0.0f, 0.0f, normalized) : normalized;
 
   f.logsumexp = Func("logsumexp");
   // Halide's log() maps NaN to a finite value: keep a NaN row_sum (a NaN score) visible.
-  Expr row_sum = f.row_sum(i, h, b);
-  f.logsumexp(i, h, b) = select(is_nan(row_sum), row_sum, f.row_max(i, h, b) + log(row_sum));
+  Expr lse = select(is_nan(row_sum), row_sum, row_max + log(row_sum));
+  f.logsumexp(i, h, b) = f.masked ? select(row_sum == 0.0f, Float(32).min(), lse) : lse;
   return f;
 }
 

@@ -1,4 +1,5 @@
-// Elementwise math used by the softmax: a vectorizable exp2. No scheduling here.
+// Elementwise math used by the softmax and the score caps: a vectorizable exp2 and tanh. No
+// scheduling here.
 #pragma once
 
 #include "Halide.h"
@@ -25,6 +26,21 @@ inline Halide::Expr exp2_nonpositive(const Halide::Expr& x_in) {
   // n in [-127, 0]: biased exponent n + 127 in [0, 127]; 0 encodes +0.0f, which zeroes the product.
   Expr two_to_n = reinterpret<float>((cast<int32_t>(n) + 127) << 23);
   return select(is_nan(x_in), x_in, p * two_to_n);
+}
+
+// tanh(x) from exp2_nonpositive, vectorizable (Halide's tanh() is a scalar libm call): for |x| >=
+// 1/8, (1 - e) / (1 + e) with e = exp(-2|x|) (relative error < 1e-6 there); below, where 1 - e
+// cancels, its Taylor series to x^7 (truncation < 2e-9 relative). Keeps sign, maps ±inf to ±1 and
+// NaN to NaN.
+inline Halide::Expr tanh_vectorizable(const Halide::Expr& x) {
+  using namespace Halide;
+  Expr a = abs(x);
+  Expr e = exp2_nonpositive(a * float(-2.0 * M_LOG2E));
+  Expr large = (1.0f - e) / (1.0f + e);
+  Expr a2 = a * a;
+  Expr small = a * (1.0f + a2 * (-1.0f / 3 + a2 * (2.0f / 15 + a2 * (-17.0f / 315))));
+  Expr t = select(a < 0.125f, small, large);
+  return select(x < 0.0f, -t, t);
 }
 
 }  // namespace attention_gen

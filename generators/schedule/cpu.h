@@ -20,6 +20,7 @@ struct CpuTiling {
   int pv_cols;               // P·V register block: value features (a multiple of vector)
   int query_tile;            // queries per work item
   int key_chunk;             // prefill: keys per P·V pass over a tile
+  int mask_key_block;        // masked: keys per skipped-or-kept block (MaskInputs::key_block)
 };
 
 // wide_queries: tiles for prefill (many queries); otherwise for decode-like calls with few queries.
@@ -45,6 +46,8 @@ inline CpuTiling cpu_tiling(const Halide::Target& target, bool wide_queries) {
     // 128 keys: the chunk of v one register block reads (128 × pv_cols floats, 8-32 KiB) stays in
     // L1.
     t.key_chunk = 128;
+    // Prefill reductions run along queries, so the key range may end at any key.
+    t.mask_key_block = 1;
   } else {
     // Few queries: stages run along keys or features, never across queries, so Sq == 1 wastes no
     // lanes. Fields not set here stay 0 (unused by the decode schedule).
@@ -52,6 +55,9 @@ inline CpuTiling cpu_tiling(const Halide::Target& target, bool wide_queries) {
     t.pv_rows = 1;
     t.pv_cols = 4 * t.vector;  // 4 accumulators + 4 v loads + 1 broadcast
     t.query_tile = t.vector;
+    // Decode reductions vectorize along keys: ranges in whole vectors keep every lane's predicate
+    // the same (a per-lane predicate would scalarize the loop).
+    t.mask_key_block = t.vector;
   }
   return t;
 }
@@ -78,12 +84,17 @@ inline void schedule_weighted_sum_by_key_chunks(SdpaFuncs& f, const CpuTiling& t
       .vectorize(lane_c, t.vector)
       .unroll(lane_c)
       .unroll(lane_i);
+  // bound_extent: with masks, bounds inference narrows the rows a chunk serves (the predicate
+  // involves i); the unrolled block needs its constant pv_rows.
   chunk_sum.compute_at(f.weighted_sum, blk_c)
+      .bound_extent(x.i, t.pv_rows)
       .reorder(x.c, x.i)
       .vectorize(x.c, t.vector)
       .unroll(x.c)
       .unroll(x.i);
   chunk_sum.update().reorder(x.c, x.i, key_r).vectorize(x.c, t.vector).unroll(x.c).unroll(x.i);
+  // v without NaN/Inf (checked by the caller): plain FMAs, no test of each weight.
+  if (f.masked) chunk_sum.update().specialize(f.values_finite);
 }
 
 // Decode P·V: v is read once, in place (copying it would double the memory traffic); blocks
@@ -131,9 +142,9 @@ inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Va
       .reorder(x.i, x.d)
       .vectorize(x.i, t.vector);
 
-  // Q·Kᵀ: the tile's scores stored key-major; each score_queries × score_keys block is accumulated
-  // in registers over d, then copied out.
-  Func scores_tile = f.scores.in();
+  // Q·Kᵀ: the tile's logits stored key-major; each score_queries × score_keys block of scores is
+  // accumulated in registers over d, then masked and copied out.
+  Func scores_tile = f.logits;
   scores_tile.compute_at(f.out, tile)
       .reorder_storage(x.i, x.j, x.h, x.b)
       .split(x.j, blk_j, lane_j, t.score_keys)
@@ -142,6 +153,8 @@ inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Va
       .vectorize(lane_i, t.vector)
       .unroll(lane_i)
       .unroll(lane_j);
+  // Calls without biases skip the bias terms and the mask tensors.
+  if (f.masked) scores_tile.specialize(f.has_bias);
   f.scores.compute_at(scores_tile, blk_i)
       .reorder_storage(x.i, x.j, x.h, x.b)
       .reorder(x.i, x.j)
@@ -201,6 +214,10 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
     stat.update().split(f.r_j, key_outer, key_lane, t.vector).atomic().vectorize(key_lane);
   }
   f.weights.compute_at(f.out, tile).vectorize(x.j, t.vector);
+  if (f.masked) {
+    f.logits.compute_at(f.out, tile).vectorize(x.j, t.vector);
+    f.logits.specialize(f.has_bias);
+  }
   schedule_weighted_sum_in_place(f, t, tile);
 }
 

@@ -15,7 +15,17 @@ void copy_dims(std::initializer_list<int64_t> from, std::array<int64_t, kMaxRank
 }  // namespace
 
 TensorView TensorView::contiguous(float* data, std::initializer_list<int64_t> shape) {
+  return contiguous(data, DType::Float32, shape);
+}
+
+TensorView TensorView::strided(float* data, std::initializer_list<int64_t> shape,
+                               std::initializer_list<int64_t> strides) {
+  return strided(data, DType::Float32, shape, strides);
+}
+
+TensorView TensorView::contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape) {
   TensorView t;
+  t.dtype = dtype;
   t.data = data;
   t.rank = static_cast<int>(std::min<size_t>(shape.size(), kMaxRank));
   copy_dims(shape, t.shape);
@@ -27,14 +37,22 @@ TensorView TensorView::contiguous(float* data, std::initializer_list<int64_t> sh
   return t;
 }
 
-TensorView TensorView::strided(float* data, std::initializer_list<int64_t> shape,
+TensorView TensorView::strided(void* data, DType dtype, std::initializer_list<int64_t> shape,
                                std::initializer_list<int64_t> strides) {
   TensorView t;
+  t.dtype = dtype;
   t.data = data;
   t.rank = static_cast<int>(std::min<size_t>(shape.size(), kMaxRank));
   copy_dims(shape, t.shape);
   copy_dims(strides, t.strides);
   return t;
+}
+
+bool MaskOptions::empty() const {
+  return causal == Causal::None && window < 0 && window_forward == 0 &&
+         key_lengths.data == nullptr && query_lengths.data == nullptr &&
+         bool_mask.data == nullptr && additive_mask.data == nullptr && !alibi &&
+         alibi_slopes.data == nullptr && softcap == 0.0f;
 }
 
 int64_t TensorView::numel() const {

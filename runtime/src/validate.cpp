@@ -31,13 +31,28 @@ std::string shape_string(const TensorView& t) {
   return s + "]";
 }
 
-Status check_view(const TensorView& t, const char* name, int rank, const char* layout) {
+const char* dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return "Float32";
+    case DType::Bool: return "Bool";
+    case DType::Int32: return "Int32";
+  }
+  return "unknown";
+}
+
+int64_t dtype_size(DType dtype) { return dtype == DType::Bool ? 1 : 4; }
+
+Status check_view(const TensorView& t, const char* name, int rank, const char* layout,
+                  DType dtype, bool any_strides) {
   const std::string arg = std::string(name) + ": ";
   if (t.rank != rank) {
     return Status::invalid(arg + "expected a rank-" + std::to_string(rank) + " tensor " + layout +
                            ", got rank " + std::to_string(t.rank));
   }
-  if (t.dtype != DType::Float32) return Status::invalid(arg + "expected dtype Float32");
+  if (t.dtype != dtype) {
+    return Status::invalid(arg + "expected dtype " + dtype_name(dtype) + ", got " +
+                           dtype_name(t.dtype));
+  }
   if (t.device != Device::CPU) return Status::invalid(arg + "expected a CPU tensor");
   for (int d = 0; d < rank; ++d) {
     if (t.shape[d] < 0) {
@@ -48,7 +63,7 @@ Status check_view(const TensorView& t, const char* name, int rank, const char* l
   if (t.data == nullptr) {
     return Status::invalid(arg + "data is null for a non-empty tensor " + shape_string(t));
   }
-  if (t.strides[rank - 1] != 1) {
+  if (!any_strides && t.strides[rank - 1] != 1) {
     return Status::invalid(arg + "innermost dimension must be contiguous (stride 1), got stride " +
                            std::to_string(t.strides[rank - 1]));
   }
@@ -59,7 +74,7 @@ Status check_view(const TensorView& t, const char* name, int rank, const char* l
     }
   }
   const Span span = element_span(t);
-  if ((span.hi - span.lo) * int64_t(sizeof(float)) > kMaxInt32) {
+  if ((span.hi - span.lo) * dtype_size(dtype) > kMaxInt32) {
     return Status::invalid(arg + "spans more than 2 GiB; the kernels index with 32 bits");
   }
   return Status::ok_status();
@@ -86,13 +101,12 @@ Status check_disjoint(const TensorView& out, const char* out_name, const TensorV
                       const char* in_name) {
   if (out.numel() == 0 || in.numel() == 0) return Status::ok_status();
   const Span a = element_span(out), b = element_span(in);
-  const auto* a_base = static_cast<const float*>(out.data);
-  const auto* b_base = static_cast<const float*>(in.data);
   // Compare as integers: pointers into unrelated arrays are not ordered by the standard.
-  const auto a_lo = reinterpret_cast<uintptr_t>(a_base + a.lo);
-  const auto a_hi = reinterpret_cast<uintptr_t>(a_base + a.hi);
-  const auto b_lo = reinterpret_cast<uintptr_t>(b_base + b.lo);
-  const auto b_hi = reinterpret_cast<uintptr_t>(b_base + b.hi);
+  const auto a_base = reinterpret_cast<uintptr_t>(out.data);
+  const auto b_base = reinterpret_cast<uintptr_t>(in.data);
+  const int64_t a_size = dtype_size(out.dtype), b_size = dtype_size(in.dtype);
+  const uintptr_t a_lo = a_base + a.lo * a_size, a_hi = a_base + a.hi * a_size;
+  const uintptr_t b_lo = b_base + b.lo * b_size, b_hi = b_base + b.hi * b_size;
   if (a_lo < b_hi && b_lo < a_hi) {
     return Status::invalid(std::string(out_name) + ": memory overlaps " + in_name +
                            "; outputs must not alias inputs or other outputs");

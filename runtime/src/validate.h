@@ -19,9 +19,13 @@ namespace attention::detail {
 // "[2, 8, 128, 64]"
 std::string shape_string(const TensorView& t);
 
-// rank, non-negative sizes, dtype/device, contiguous innermost dim, null data, 32-bit index limits.
-// `layout` names the dims for the message, e.g. "[B, H, Sq, D]".
-Status check_view(const TensorView& t, const char* name, int rank, const char* layout);
+// rank, non-negative sizes, dtype/device, contiguous innermost dim (unless `any_strides`), null
+// data, 32-bit index limits. `layout` names the dims for the message, e.g. "[B, H, Sq, D]".
+Status check_view(const TensorView& t, const char* name, int rank, const char* layout,
+                  DType dtype = DType::Float32, bool any_strides = false);
+
+const char* dtype_name(DType dtype);
+int64_t dtype_size(DType dtype);
 
 // Expected extents per dimension (-1 = any) with the names used in the message.
 struct ExpectedDim {

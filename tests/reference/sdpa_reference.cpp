@@ -23,11 +23,68 @@ double dot(const attention::TensorView& a, const float* a_row, const attention::
   return sum;
 }
 
+// Element (b, h, i, j) of a [B|1, H|1, Sq, Sk] mask view (size-1 dims broadcast).
+template <typename T>
+T mask_at(const attention::TensorView& m, int64_t b, int64_t h, int64_t i, int64_t j) {
+  const int64_t bb = m.shape[0] == 1 ? 0 : b, hh = m.shape[1] == 1 ? 0 : h;
+  return static_cast<const T*>(m.data)[bb * m.strides[0] + hh * m.strides[1] + i * m.strides[2] +
+                                       j * m.strides[3]];
+}
+
+int64_t length_at(const attention::TensorView& lengths, int64_t b, int64_t full) {
+  if (lengths.data == nullptr) return full;
+  return static_cast<const int32_t*>(lengths.data)[b * lengths.strides[0]];
+}
+
+// Whether key j is visible to query i, and its logit (from the scaled score) if it is.
+struct MaskedLogit {
+  bool visible;
+  double logit;
+};
+
+MaskedLogit apply_mask(const attention::MaskOptions& m, const std::vector<double>& slopes,
+                       double score, int64_t b, int64_t h, int64_t i, int64_t j, int64_t q_len,
+                       int64_t kv_len) {
+  using attention::Causal;
+  const int64_t diag = m.causal == Causal::TopLeft ? i : i + kv_len - q_len;
+  if (m.causal != Causal::None && j > diag + m.window_forward) return {false, 0};
+  if (m.window >= 0 && j < diag - m.window) return {false, 0};
+  if (j >= length_at(m.key_lengths, b, kv_len) || i >= length_at(m.query_lengths, b, q_len)) {
+    return {false, 0};
+  }
+  if (m.bool_mask.data != nullptr && mask_at<uint8_t>(m.bool_mask, b, h, i, j) == 0) {
+    return {false, 0};
+  }
+  double logit = score;
+  if (m.softcap > 0) logit = m.softcap * std::tanh(logit / m.softcap);
+  if (m.alibi) logit -= slopes[h] * std::abs(static_cast<double>(j - diag));
+  if (m.additive_mask.data != nullptr) {
+    const double add = mask_at<float>(m.additive_mask, b, h, i, j);
+    if (add == -std::numeric_limits<double>::infinity()) return {false, 0};
+    logit += add;
+  }
+  return {true, logit};
+}
+
 }  // namespace
+
+std::vector<double> reference_alibi_slopes(int64_t heads) {
+  auto geometric = [](int64_t n) {
+    std::vector<double> s;
+    const double start = std::pow(2.0, -std::pow(2.0, -(std::log2(double(n)) - 3)));
+    for (int64_t h = 0; h < n; ++h) s.push_back(start * std::pow(start, double(h)));
+    return s;
+  };
+  const int64_t closest = int64_t(1) << static_cast<int>(std::floor(std::log2(double(heads))));
+  std::vector<double> slopes = geometric(closest);
+  const std::vector<double> extra = geometric(2 * closest);
+  for (int64_t h = 0; int64_t(slopes.size()) < heads; h += 2) slopes.push_back(extra[h]);
+  return slopes;
+}
 
 void reference_sdpa(const attention::TensorView& q, const attention::TensorView& k,
                     const attention::TensorView& v, double scale, std::vector<double>* out,
-                    std::vector<double>* lse) {
+                    std::vector<double>* lse, const attention::MaskOptions* mask) {
   const int64_t batch = q.shape[0], heads = q.shape[1], q_len = q.shape[2], head_dim = q.shape[3];
   const int64_t kv_heads = k.shape[1], kv_len = k.shape[2], value_dim = v.shape[3];
   out->assign(static_cast<size_t>(batch * heads * q_len * value_dim), 0.0);
@@ -38,6 +95,16 @@ void reference_sdpa(const attention::TensorView& q, const attention::TensorView&
   // Keyless rows keep the zeros and -inf assigned above; without heads there is no group size.
   if (kv_len == 0 || heads == 0 || kv_heads == 0) return;
   const int64_t group = heads / kv_heads;
+  std::vector<double> slopes;
+  if (mask != nullptr && mask->alibi) {
+    if (mask->alibi_slopes.data == nullptr) {
+      slopes = reference_alibi_slopes(heads);
+    } else {
+      const auto* given = static_cast<const float*>(mask->alibi_slopes.data);
+      for (int64_t h = 0; h < heads; ++h) slopes.push_back(given[h * mask->alibi_slopes.strides[0]]);
+    }
+  }
+  std::vector<char> visible(static_cast<size_t>(kv_len), 1);
 
   std::vector<double> weights(static_cast<size_t>(kv_len));
   for (int64_t b = 0; b < batch; ++b) {
@@ -46,19 +113,31 @@ void reference_sdpa(const attention::TensorView& q, const attention::TensorView&
       for (int64_t i = 0; i < q_len; ++i) {
         const float* q_row = row(q, b, h, i);
         double row_max = -std::numeric_limits<double>::infinity();
+        bool any_visible = false;
         for (int64_t j = 0; j < kv_len; ++j) {
-          weights[j] = scale * dot(q, q_row, k, row(k, b, kv_head, j), head_dim);
+          if (mask != nullptr) {
+            visible[j] = apply_mask(*mask, slopes, 0.0, b, h, i, j, q_len, kv_len).visible;
+            if (!visible[j]) continue;  // a hidden key's k is never read
+          }
+          const double score = scale * dot(q, q_row, k, row(k, b, kv_head, j), head_dim);
+          weights[j] =
+              mask != nullptr ? apply_mask(*mask, slopes, score, b, h, i, j, q_len, kv_len).logit
+                              : score;
           row_max = std::max(row_max, weights[j]);
+          any_visible = true;
         }
+        if (!any_visible) continue;  // zeros and -inf, assigned above
         double row_sum = 0.0;
-        for (double& weight : weights) {
-          weight = std::exp(weight - row_max);
-          row_sum += weight;
+        for (int64_t j = 0; j < kv_len; ++j) {
+          if (!visible[j]) continue;
+          weights[j] = std::exp(weights[j] - row_max);
+          row_sum += weights[j];
         }
         const int64_t row_index = (b * heads + h) * q_len + i;
         for (int64_t d = 0; d < value_dim; ++d) {
           double acc = 0.0;
           for (int64_t j = 0; j < kv_len; ++j) {
+            if (!visible[j]) continue;  // nor its v
             acc += weights[j] * static_cast<double>(row(v, b, kv_head, j)[d * v.strides[3]]);
           }
           (*out)[row_index * value_dim + d] = acc / row_sum;

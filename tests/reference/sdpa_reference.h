@@ -9,6 +9,11 @@
 // Grouped-query attention: query head h reads kv head h / (H / Hkv).
 // out is resized to the dense [B, H, Sq, Dv]; lse (may be null) to the dense [B, H, Sq] natural-log
 // logsumexp of each row's scaled scores. Sk == 0 gives zeros and lse = -inf.
+// With `mask`, the semantics documented at attention::MaskOptions, written independently of the
+// kernels: hidden keys are skipped (never read), and a row that sees no key gives zeros, lse -inf.
 void reference_sdpa(const attention::TensorView& q, const attention::TensorView& k,
                     const attention::TensorView& v, double scale, std::vector<double>* out,
-                    std::vector<double>* lse);
+                    std::vector<double>* lse, const attention::MaskOptions* mask = nullptr);
+
+// ALiBi's standard slopes for `heads` heads, from the paper's recipe.
+std::vector<double> reference_alibi_slopes(int64_t heads);

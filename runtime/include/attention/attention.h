@@ -13,8 +13,9 @@
 
 namespace attention {
 
-// Element type of a tensor. Only fp32 is generated so far.
-enum class DType { Float32 };
+// Element type of a tensor. Attention operands are Float32; Bool (1 byte, nonzero = true) and Int32
+// appear in masks and lengths.
+enum class DType { Float32, Bool, Int32 };
 
 // Where a tensor's memory lives. Only host memory is supported so far.
 enum class Device { CPU };
@@ -38,6 +39,10 @@ struct TensorView {
   // A view with explicit per-dimension strides (in elements), outermost first.
   static TensorView strided(float* data, std::initializer_list<int64_t> shape,
                             std::initializer_list<int64_t> strides);
+  // The same for other element types (data points at elements of `dtype`).
+  static TensorView contiguous(void* data, DType dtype, std::initializer_list<int64_t> shape);
+  static TensorView strided(void* data, DType dtype, std::initializer_list<int64_t> shape,
+                            std::initializer_list<int64_t> strides);
   // Number of elements (the product of the shape; 0 if any dimension is 0).
   int64_t numel() const;
 };
@@ -59,6 +64,56 @@ class Status {
   std::optional<std::string> error_;
 };
 
+// Which diagonal a causal mask (and a sliding window or ALiBi) is measured from. For query i the
+// diagonal key is diag(i) = i (TopLeft, PyTorch's is_causal) or i + Sk - Sq (BottomRight: the last
+// query sees the last key, as with a KV cache). The two agree when Sq == Sk.
+enum class Causal { None, TopLeft, BottomRight };
+
+// Masks and score biases of one attention call, fused into the kernel (no mask tensor is built).
+// Every piece is optional and they combine: a key is visible to a query only if every mask present
+// allows it. Scores go: s = scale·q·k -> softcap -> + ALiBi -> + additive_mask -> masks -> softmax.
+//
+// For query i in [0, Sq) and key j in [0, Sk) of batch b, head h:
+//   causal          j <= diag(i) (+ window_forward); see Causal for diag(i).
+//   window >= 0     also j >= diag(i) - window: at most window + 1 keys up to and including the
+//                   diagonal (window = 255: 256 keys). Needs causal to name the diagonal.
+//   window_forward  with a window: lets query i also see keys j <= diag(i) + window_forward (a
+//                   local band, not causal). 0 by default.
+//   key_lengths     Int32 [B]: keys j >= key_lengths[b] are padding (each in [0, Sk]).
+//   query_lengths   Int32 [B]: rows i >= query_lengths[b] are padding and output zeros.
+//   bool_mask       Bool [B|1, H|1, Sq, Sk]: false hides the key (PyTorch's attn_mask of bool).
+//   additive_mask   Float32 [B|1, H|1, Sq, Sk]: added to the score; -inf hides the key.
+//   alibi           adds -slope[h] · |j - diag(i)| (diag from causal, BottomRight when causal is
+//                   None). alibi_slopes Float32 [H], or empty for the standard geometric slopes
+//                   2^(-8(h+1)/H) (H a power of two; otherwise interleaved as in the ALiBi paper).
+//   softcap > 0     s = softcap · tanh(s / softcap) (Gemma 2 style), before the biases.
+// Size-1 batch/head dims of the mask tensors broadcast; their other strides are free (inner ones
+// need not be 1).
+//
+//   Sq vs Sk       TopLeft: query i sees keys 0..i      BottomRight: keys 0..i + Sk - Sq
+//   Sq == Sk       both are the usual lower triangle
+//   Sq < Sk        only the first Sq + 1 keys matter    every query sees the first Sk - Sq keys
+//   Sq > Sk        rows >= Sk see every key            rows < Sq - Sk see no key: zeros
+//   Sq == 1        the one query sees key 0 only        the one query sees every key
+//
+// A row that sees no key (fully masked, beyond query_lengths, or Sk == 0) outputs exact zeros and
+// logsumexp -inf. Values at keys a row cannot see never reach it, NaN or Inf included.
+struct MaskOptions {
+  Causal causal = Causal::None;
+  int64_t window = -1;  // -1: no sliding window
+  int64_t window_forward = 0;
+  TensorView key_lengths;
+  TensorView query_lengths;
+  TensorView bool_mask;
+  TensorView additive_mask;
+  bool alibi = false;
+  TensorView alibi_slopes;
+  float softcap = 0.0f;  // 0: off
+
+  // True when no piece is set (the plain kernel runs).
+  bool empty() const;
+};
+
 // Options of scaled_dot_product_attention.
 struct SdpaOptions {
   // Multiplies q·kᵀ before the softmax. Unset: 1/sqrt(D). Any finite value, negative included.
@@ -66,6 +121,8 @@ struct SdpaOptions {
   // Optional output [B, H, Sq]: the natural-log logsumexp of each query row's scaled scores
   // (what a backward pass or a split-KV combine needs). Leave data == nullptr to skip it.
   TensorView logsumexp;
+  // Causal, padding, window, boolean/additive masks, ALiBi, softcap: see MaskOptions.
+  MaskOptions mask;
 };
 
 // out = softmax(scale · q·kᵀ) · v, per batch and query head (PyTorch's

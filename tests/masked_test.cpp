@@ -1,0 +1,279 @@
+// Masked attention (attention::MaskOptions) against the naive reference: every mask alone and in
+// combination, both causal alignments at Sq < Sk, Sq > Sk and Sq = 1, fully masked rows, large
+// negative additive masks, broadcast mask tensors and NaN at hidden keys.
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "attention/attention.h"
+#include "reference/sdpa_reference.h"
+#include "test_util.h"
+
+namespace attention_test {
+namespace {
+
+using attention::Causal;
+
+// Shapes that exercise every kernel path: decode (Sq <= 2), one partial prefill tile, several tiles
+// with tails, Sq < Sk, Sq > Sk, grouped-query heads, Dv != D.
+std::vector<SdpaCase> mask_shapes() {
+  return {
+      sdpa_case(2, 2, 1, 1, 37, 16, 16),    // decode, Sq = 1
+      sdpa_case(1, 2, 2, 2, 29, 8, 12),     // decode, Sq = 2
+      sdpa_case(2, 2, 2, 13, 13, 16, 16),   // one partial tile, Sq = Sk
+      sdpa_case(1, 4, 2, 70, 133, 32, 24),  // Sq < Sk, tails everywhere
+      sdpa_case(2, 2, 1, 100, 61, 64, 64),  // Sq > Sk, D = 64 specialization
+  };
+}
+
+std::vector<MaskSpec> single_masks() {
+  std::vector<MaskSpec> specs;
+  MaskSpec m;
+  m.causal = Causal::TopLeft;
+  specs.push_back(m);
+  m.causal = Causal::BottomRight;
+  specs.push_back(m);
+  m = MaskSpec{};
+  m.key_lengths = true;
+  specs.push_back(m);
+  m = MaskSpec{};
+  m.query_lengths = true;
+  specs.push_back(m);
+  m = MaskSpec{};
+  m.bool_mask = true;
+  specs.push_back(m);
+  m = MaskSpec{};
+  m.additive_mask = true;
+  specs.push_back(m);
+  m = MaskSpec{};
+  m.causal = Causal::BottomRight;
+  m.window = 5;
+  specs.push_back(m);
+  m.causal = Causal::TopLeft;
+  m.window = 3;
+  m.window_forward = 4;
+  specs.push_back(m);
+  m = MaskSpec{};
+  m.alibi = true;
+  specs.push_back(m);
+  m.custom_slopes = true;
+  specs.push_back(m);
+  m = MaskSpec{};
+  m.softcap = 1.5f;
+  specs.push_back(m);
+  return specs;
+}
+
+std::vector<MaskSpec> combined_masks() {
+  std::vector<MaskSpec> specs;
+  MaskSpec m;
+  m.causal = Causal::TopLeft;
+  m.key_lengths = true;
+  specs.push_back(m);
+  m.causal = Causal::BottomRight;
+  m.query_lengths = true;
+  specs.push_back(m);
+  m = MaskSpec{};
+  m.causal = Causal::BottomRight;
+  m.window = 7;
+  m.alibi = true;
+  specs.push_back(m);
+  m = MaskSpec{};
+  m.bool_mask = true;
+  m.additive_mask = true;
+  specs.push_back(m);
+  m = MaskSpec{};
+  m.causal = Causal::TopLeft;
+  m.softcap = 2.0f;
+  m.alibi = true;
+  m.custom_slopes = true;
+  m.additive_mask = true;
+  m.key_lengths = true;
+  specs.push_back(m);
+  return specs;
+}
+
+TEST(MaskedSdpa, EachMaskAloneMatchesReference) {
+  const uint64_t seed = seed_for_current_test();
+  for (const SdpaCase& c : mask_shapes()) {
+    for (const MaskSpec& m : single_masks()) {
+      expect_masked_sdpa_matches_reference(SdpaCase(c).with_logsumexp(), m, seed);
+    }
+  }
+}
+
+TEST(MaskedSdpa, CombinationsMatchReference) {
+  const uint64_t seed = seed_for_current_test();
+  for (const SdpaCase& c : mask_shapes()) {
+    for (const MaskSpec& m : combined_masks()) {
+      expect_masked_sdpa_matches_reference(SdpaCase(c).with_logsumexp(), m, seed);
+    }
+  }
+}
+
+// Both alignments at Sq < Sk, Sq > Sk, Sq = Sk and Sq = 1, over more than one query tile and with
+// strided layouts.
+TEST(MaskedSdpa, CausalAlignmentsAllShapes) {
+  const uint64_t seed = seed_for_current_test();
+  for (Causal causal : {Causal::TopLeft, Causal::BottomRight}) {
+    for (auto [sq, sk] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 50}, {2, 50}, {50, 1}, {30, 97}, {97, 30}, {96, 96}, {200, 180}}) {
+      MaskSpec m;
+      m.causal = causal;
+      SdpaCase c = sdpa_case(1, 2, 1, sq, sk, 24, 16).layout(Layout::kPadded).with_logsumexp();
+      expect_masked_sdpa_matches_reference(c, m, seed);
+    }
+  }
+}
+
+// Every fourth query row hidden entirely by the boolean mask, and a batch whose key length is 0:
+// exact zeros and logsumexp -inf, never NaN.
+TEST(MaskedSdpa, FullyMaskedRowsOutputZeros) {
+  const uint64_t seed = seed_for_current_test();
+  for (int64_t sq : {1, 2, 60}) {
+    SdpaCase c = sdpa_case(2, 2, 2, sq, 40, 16, 16).with_logsumexp();
+    SCOPED_TRACE(describe(c) + ", " + seed_note(seed));
+    SdpaTensors t(c, seed);
+    std::vector<uint8_t> allowed(size_t(c.B * c.H * c.Sq * c.Sk), 1);
+    for (int64_t n = 0; n < int64_t(allowed.size()); ++n) {
+      const int64_t row = n / c.Sk % c.Sq;
+      if (row % 4 == 0) allowed[n] = 0;
+    }
+    std::vector<int32_t> key_lengths = {0, 31};
+    attention::MaskOptions m;
+    m.bool_mask = attention::TensorView::contiguous(allowed.data(), attention::DType::Bool,
+                                                    {c.B, c.H, c.Sq, c.Sk});
+    m.key_lengths =
+        attention::TensorView::contiguous(key_lengths.data(), attention::DType::Int32, {c.B});
+    run_and_compare(c, t.q.view(), t.k.view(), t.v.view(), t.out, t.lse, m);
+    const std::vector<float> out = t.out.to_dense(), lse = t.lse.to_dense();
+    for (int64_t b = 0; b < c.B; ++b)
+      for (int64_t h = 0; h < c.H; ++h)
+        for (int64_t i = 0; i < c.Sq; ++i) {
+          if (b != 0 && i % 4 != 0) continue;  // rows that see keys
+          const int64_t row = (b * c.H + h) * c.Sq + i;
+          EXPECT_EQ(lse[row], -INFINITY) << "row " << row;
+          for (int64_t d = 0; d < c.Dv; ++d) {
+            ASSERT_EQ(out[row * c.Dv + d], 0.0f) << "row " << row << " feature " << d;
+          }
+        }
+  }
+}
+
+// -inf and -FLT_MAX (PyTorch's finfo.min idiom) hide keys the same way for partly hidden rows; a
+// row hidden only by -FLT_MAX is not "fully masked" (it averages v, as the math path does).
+TEST(MaskedSdpa, LargeNegativeAdditiveMasks) {
+  const uint64_t seed = seed_for_current_test();
+  for (float hidden : {-INFINITY, -FLT_MAX, -1e30f}) {
+    for (const SdpaCase& c : mask_shapes()) {
+      MaskSpec m;
+      m.additive_mask = true;
+      m.hidden_value = hidden;
+      expect_masked_sdpa_matches_reference(SdpaCase(c).with_logsumexp(), m, seed);
+    }
+  }
+}
+
+TEST(MaskedSdpa, BroadcastMasksEveryCombination) {
+  const uint64_t seed = seed_for_current_test();
+  for (bool batch : {false, true}) {
+    for (bool head : {false, true}) {
+      for (int kind = 0; kind < 3; ++kind) {
+        MaskSpec m;
+        m.bool_mask = kind != 1;
+        m.additive_mask = kind != 0;
+        m.mask_batch_broadcast = batch;
+        m.mask_head_broadcast = head;
+        expect_masked_sdpa_matches_reference(sdpa_case(3, 4, 2, 20, 33, 16, 8), m, seed);
+        expect_masked_sdpa_matches_reference(sdpa_case(3, 4, 2, 1, 33, 16, 8), m, seed);
+      }
+    }
+  }
+}
+
+// A mask tensor with a transposed (key-major) layout: no stride needs to be 1.
+TEST(MaskedSdpa, StridedMaskTensor) {
+  const uint64_t seed = seed_for_current_test();
+  for (int64_t sq : {2, 37}) {
+    SdpaCase c = sdpa_case(1, 2, 2, sq, 45, 16, 16);
+    SCOPED_TRACE(describe(c) + ", " + seed_note(seed));
+    SdpaTensors t(c, seed);
+    std::mt19937_64 rng(seed);
+    std::vector<float> storage(size_t(c.H * c.Sk * c.Sq));
+    for (float& x : storage) x = std::uniform_real_distribution<float>(-3, 3)(rng);
+    attention::MaskOptions m;
+    // Memory order [H, Sk, Sq]: Sq is the innermost in memory.
+    m.additive_mask = attention::TensorView::strided(storage.data(), {1, c.H, c.Sq, c.Sk},
+                                                     {0, c.Sk * c.Sq, 1, c.Sq});
+    run_and_compare(c, t.q.view(), t.k.view(), t.v.view(), t.out, t.lse, m);
+  }
+}
+
+// NaN in k and v at keys no row can see (padding beyond key_lengths, keys after the causal limit,
+// a column the boolean mask hides everywhere) must not reach any output.
+TEST(MaskedSdpa, NaNAtHiddenKeysDoesNotLeak) {
+  const uint64_t seed = seed_for_current_test();
+  for (int64_t sq : {1, 2, 50}) {
+    SdpaCase c = sdpa_case(2, 2, 1, sq, 64, 16, 16).with_logsumexp();
+    SCOPED_TRACE(describe(c) + ", " + seed_note(seed));
+    SdpaTensors t(c, seed);
+    const int64_t hidden_column = 5;
+    std::vector<int32_t> key_lengths = {40, 57};
+    auto poison_hidden = [&](const Index& index) {
+      const int64_t b = index[0], j = index[2];
+      return j >= key_lengths[b] || j == hidden_column;
+    };
+    std::mt19937_64 rng(seed);
+    for (Tensor* kv : {&t.k, &t.v}) {
+      kv->fill([&](const Index& index) {
+        const float x = std::uniform_real_distribution<float>(-1, 1)(rng);
+        return poison_hidden(index) ? std::numeric_limits<float>::quiet_NaN() : x;
+      });
+    }
+    std::vector<uint8_t> allowed(size_t(c.Sq * c.Sk), 1);
+    for (int64_t i = 0; i < c.Sq; ++i) allowed[i * c.Sk + hidden_column] = 0;
+    attention::MaskOptions m;
+    m.causal = Causal::BottomRight;
+    m.key_lengths =
+        attention::TensorView::contiguous(key_lengths.data(), attention::DType::Int32, {c.B});
+    m.bool_mask = attention::TensorView::contiguous(allowed.data(), attention::DType::Bool,
+                                                    {1, 1, c.Sq, c.Sk});
+    run_and_compare(c, t.q.view(), t.k.view(), t.v.view(), t.out, t.lse, m);
+    for (float x : t.out.to_dense()) ASSERT_FALSE(std::isnan(x));
+  }
+}
+
+// The default ALiBi slopes follow the paper, for power-of-two and other head counts.
+TEST(MaskedSdpa, DefaultAlibiSlopes) {
+  const std::vector<double> eight = reference_alibi_slopes(8);
+  for (int h = 0; h < 8; ++h) EXPECT_DOUBLE_EQ(eight[h], std::pow(2.0, -(h + 1)));
+  const std::vector<double> twelve = reference_alibi_slopes(12);
+  ASSERT_EQ(twelve.size(), 12u);
+  EXPECT_DOUBLE_EQ(twelve[8], std::pow(2.0, -0.5));
+  EXPECT_DOUBLE_EQ(twelve[9], std::pow(2.0, -1.5));
+  const uint64_t seed = seed_for_current_test();
+  MaskSpec m;
+  m.alibi = true;
+  for (int64_t heads : {8, 12, 5}) {
+    expect_masked_sdpa_matches_reference(sdpa_case(1, heads, 1, 17, 23, 8, 8), m, seed);
+  }
+}
+
+// Large logits with a softcap stay finite and match; masks + GQA + every layout.
+TEST(MaskedSdpa, SoftcapLargeLogitsAndLayouts) {
+  const uint64_t seed = seed_for_current_test();
+  MaskSpec m;
+  m.softcap = 5.0f;
+  m.causal = Causal::TopLeft;
+  m.key_lengths = true;
+  for (Layout layout : kAllLayouts) {
+    SdpaCase c = sdpa_case(2, 4, 2, 52, 52, 32, 32).layout(layout).with_scale(3.0f);
+    expect_masked_sdpa_matches_reference(c.with_logsumexp(), m, seed);
+  }
+}
+
+}  // namespace
+}  // namespace attention_test
