@@ -28,9 +28,19 @@
 
 namespace {
 
+// The masks of the masked-attention benchmarks. Ours gets them as MaskOptions (fused); the math
+// path as an explicit additive mask tensor added to the scores, as a framework would.
+enum class Mask {
+  kNone,
+  kCausal,     // top-left causal
+  kPadded,     // per-batch lengths (random in [S/4, S], same for keys and queries)
+  kWindow256,  // causal sliding window of 256 keys back
+};
+
 // Row-major [B, H, S, D] operands; k and v have Hkv heads and the value dim equals D.
 struct Shape {
   int64_t b, h, hkv, sq, sk, d;
+  Mask mask = Mask::kNone;
 };
 
 struct Case {
@@ -42,7 +52,15 @@ const Case kCases[] = {
     {{1, 8, 8, 512, 512, 64}, true},   {{1, 8, 8, 2048, 2048, 64}, false},
     {{4, 12, 12, 256, 256, 64}, true}, {{1, 16, 16, 1024, 1024, 128}, false},
     {{1, 32, 32, 1, 4096, 128}, true},  // decode: one query against a 4096-entry KV cache
+    // Masked: the unmasked twins above (and the window's at 4096) time what masking saves.
+    {{1, 8, 8, 2048, 2048, 64, Mask::kCausal}, false},
+    {{8, 8, 8, 512, 512, 64}, false},
+    {{8, 8, 8, 512, 512, 64, Mask::kPadded}, false},
+    {{1, 8, 8, 4096, 4096, 64}, false},
+    {{1, 8, 8, 4096, 4096, 64, Mask::kWindow256}, false},
 };
+
+constexpr int64_t kWindow = 256;
 
 const int kSgemmSizes[] = {1024, 2048};
 
@@ -64,7 +82,14 @@ int bench_threads() {
 std::string shape_name(const Shape& s) {
   std::string name = std::to_string(s.b) + "x" + std::to_string(s.h) + "x" + std::to_string(s.sq) +
                      "x" + std::to_string(s.sk) + "x" + std::to_string(s.d);
-  return s.hkv == s.h ? name : name + "_kv" + std::to_string(s.hkv);
+  if (s.hkv != s.h) name += "_kv" + std::to_string(s.hkv);
+  switch (s.mask) {
+    case Mask::kNone: return name;
+    case Mask::kCausal: return name + "_causal";
+    case Mask::kPadded: return name + "_padded";
+    case Mask::kWindow256: return name + "_window" + std::to_string(kWindow);
+  }
+  return name;
 }
 
 int64_t q_size(const Shape& s) { return s.b * s.h * s.sq * s.d; }
@@ -85,7 +110,43 @@ struct Problem {
   Shape shape;
   std::vector<float> q, k, v;
   std::vector<float> reference;  // the OpenBLAS math path's output, computed on first use
+  std::vector<int32_t> lengths;  // kPadded: valid keys and queries per batch
+  // The explicit mask of the math path: 0 or -inf per (query, key), one [Sq, Sk] plane per batch
+  // (a single shared plane unless the mask depends on the batch). Empty without a mask.
+  std::vector<float> additive;
+  int64_t mask_planes = 0;
+  double visible_pairs = 0;  // (query, key) pairs the mask lets through, summed over batches
 };
+
+bool visible(const Problem& p, int64_t b, int64_t i, int64_t j) {
+  switch (p.shape.mask) {
+    case Mask::kNone: return true;
+    case Mask::kCausal: return j <= i;
+    case Mask::kPadded: return i < p.lengths[b] && j < p.lengths[b];
+    case Mask::kWindow256: return j <= i && j >= i - kWindow;
+  }
+  return true;
+}
+
+void build_mask(Problem& p, std::mt19937& rng) {
+  const Shape& s = p.shape;
+  if (s.mask == Mask::kPadded) {
+    std::uniform_int_distribution<int32_t> length(static_cast<int32_t>(s.sk / 4),
+                                                  static_cast<int32_t>(s.sk));
+    for (int64_t b = 0; b < s.b; ++b) p.lengths.push_back(length(rng));
+  }
+  p.mask_planes = s.mask == Mask::kNone ? 0 : s.mask == Mask::kPadded ? s.b : 1;
+  p.additive.resize(p.mask_planes * s.sq * s.sk);
+  for (int64_t b = 0; b < s.b; ++b) {
+    for (int64_t i = 0; i < s.sq; ++i) {
+      for (int64_t j = 0; j < s.sk; ++j) {
+        const bool seen = visible(p, b, i, j);
+        p.visible_pairs += seen;
+        if (b < p.mask_planes) p.additive[(b * s.sq + i) * s.sk + j] = seen ? 0.f : -INFINITY;
+      }
+    }
+  }
+}
 
 Problem& problem_for(const Shape& s) {
   static std::map<std::string, Problem> problems;
@@ -97,6 +158,7 @@ Problem& problem_for(const Shape& s) {
               random_floats(kv_size(s), rng),
               random_floats(kv_size(s), rng),
               {}};
+    build_mask(p, rng);
     it = problems.emplace(shape_name(s), std::move(p)).first;
   }
   return it->second;
@@ -140,11 +202,20 @@ float reduce_row(const float* row, int64_t n, float init, Op op) {
   return total;
 }
 
-void softmax_rows(float* scores, int64_t rows, int64_t cols) {
+// mask: an additive [rows, cols] plane or null. A row the mask hides entirely becomes zeros.
+void softmax_rows(float* scores, int64_t rows, int64_t cols, const float* mask) {
   for (int64_t i = 0; i < rows; ++i) {
     float* row = scores + i * cols;
+    if (mask != nullptr) {
+      const float* mask_row = mask + i * cols;
+      for (int64_t j = 0; j < cols; ++j) row[j] += mask_row[j];
+    }
     const float max =
         reduce_row(row, cols, -INFINITY, [](float a, float b) { return std::max(a, b); });
+    if (max == -INFINITY) {
+      std::fill(row, row + cols, 0.f);
+      continue;
+    }
     for (int64_t j = 0; j < cols; ++j) row[j] = exp_poly(row[j] - max);
     const float inv_sum = 1.f / reduce_row(row, cols, 0.f, [](float a, float b) { return a + b; });
     for (int64_t j = 0; j < cols; ++j) row[j] *= inv_sum;
@@ -184,7 +255,10 @@ void openblas_math(const Problem& p, float* out, std::vector<std::vector<float>>
     const HeadSlices m = head_slices(p, out, bh / s.h, bh % s.h);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, sk, d, default_scale(s), m.q, d, m.k,
                 d, 0.f, workspace, sk);
-    softmax_rows(workspace, sq, sk);
+    const int64_t b = bh / s.h;
+    const float* mask = p.mask_planes == 0 ? nullptr
+                                           : p.additive.data() + (b % p.mask_planes) * s.sq * s.sk;
+    softmax_rows(workspace, sq, sk, mask);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, d, sk, 1.f, workspace, sk, m.v, d,
                 0.f, m.out, d);
   }
@@ -227,6 +301,21 @@ void naive_attention(const Problem& p, float* out, float* row) {
 
 attention::Status ours(const Problem& p, float* out) {
   const Shape& s = p.shape;
+  attention::SdpaOptions options;
+  attention::MaskOptions& m = options.mask;
+  switch (s.mask) {
+    case Mask::kNone: break;
+    case Mask::kCausal: m.causal = attention::Causal::TopLeft; break;
+    case Mask::kPadded:
+      m.key_lengths = attention::TensorView::contiguous(const_cast<int32_t*>(p.lengths.data()),
+                                                        attention::DType::Int32, {s.b});
+      m.query_lengths = m.key_lengths;
+      break;
+    case Mask::kWindow256:
+      m.causal = attention::Causal::TopLeft;
+      m.window = kWindow;
+      break;
+  }
   // The library takes mutable views; it only reads q, k and v.
   auto view = [](const std::vector<float>& data, int64_t b, int64_t h, int64_t seq, int64_t d) {
     return attention::TensorView::contiguous(const_cast<float*>(data.data()), {b, h, seq, d});
@@ -234,7 +323,7 @@ attention::Status ours(const Problem& p, float* out) {
   return attention::scaled_dot_product_attention(
       view(p.q, s.b, s.h, s.sq, s.d), view(p.k, s.b, s.hkv, s.sk, s.d),
       view(p.v, s.b, s.hkv, s.sk, s.d),
-      attention::TensorView::contiguous(out, {s.b, s.h, s.sq, s.d}));
+      attention::TensorView::contiguous(out, {s.b, s.h, s.sq, s.d}), options);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -275,9 +364,15 @@ benchmark::Counter per_second(double amount_per_iteration) {
                             benchmark::Counter::kIs1000);
 }
 
-void report(benchmark::State& state, const Shape& s, const char* impl) {
+// GFLOP/s counts every (query, key) pair, masked or not, so a masked shape's figure over its
+// unmasked twin's is the speed-up; "visible GFLOP/s" counts only the pairs the mask lets through.
+void report(benchmark::State& state, const Problem& p, const char* impl) {
+  const Shape& s = p.shape;
   state.SetLabel(impl);
   state.counters["GFLOP/s"] = per_second(attention_flops(s) * 1e-9);
+  if (s.mask != Mask::kNone) {
+    state.counters["visible GFLOP/s"] = per_second(4.0 * s.h * p.visible_pairs * s.d * 1e-9);
+  }
   if (s.sq == 1)
     state.counters["GB/s"] = per_second(kv_bytes(s) * 1e-9);  // decode reads all of K, V
   state.counters["B"] = s.b;
@@ -303,7 +398,7 @@ void BM_Ours(benchmark::State& state, Shape shape) {
     benchmark::ClobberMemory();
   }
   if (!all_ok) state.SkipWithError("scaled_dot_product_attention returned an error");
-  report(state, shape, "ours");
+  report(state, p, "ours");
 }
 
 void BM_OpenBlasMath(benchmark::State& state, Shape shape) {
@@ -315,7 +410,7 @@ void BM_OpenBlasMath(benchmark::State& state, Shape shape) {
     openblas_math(p, out.data(), scores);
     benchmark::ClobberMemory();
   }
-  report(state, shape, "openblas_math");
+  report(state, p, "openblas_math");
 }
 
 void BM_Naive(benchmark::State& state, Shape shape) {
@@ -328,7 +423,7 @@ void BM_Naive(benchmark::State& state, Shape shape) {
     naive_attention(p, out.data(), row.data());
     benchmark::ClobberMemory();
   }
-  report(state, shape, "naive");
+  report(state, p, "naive");
 }
 
 void BM_SgemmProbe(benchmark::State& state, int n) {

@@ -71,7 +71,18 @@ class SdpaGeneratorBase : public Generator<Self> {
     // Prefill stages v per head, padded with zero features so P·V blocks never need a tail; decode
     // reads v once and in place (P·V reduces over exactly [0, Sk) unless masked key blocks round
     // it up, which the position clamp covers).
-    in.v = prefill() ? zero_pad_features(v) : mask ? clamp_positions(v) : Func(v);
+    // Masked kernels: an empty key range may place its (never executed) reads past Sk, which
+    // bounds inference still asks for, so positions are clamped too.
+    if (!prefill()) {
+      in.v = mask ? clamp_positions(v) : Func(v);
+    } else if (!mask) {
+      in.v = zero_pad_features(v);
+    } else {
+      Func padded = zero_pad_features(v);
+      Var c, j, h, b;
+      in.v = Func("v_padded_clamped");
+      in.v(c, j, h, b) = padded(c, clamp(j, v.dim(1).min(), v.dim(1).max()), h, b);
+    }
     in.scale = scale;
     in.head_dim = q.dim(0).extent();
     in.value_dim = v.dim(0).extent();

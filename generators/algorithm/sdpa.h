@@ -84,8 +84,11 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.value_dim = in.value_dim;
   f.values = in.v;
   f.r_d = RDom(0, in.head_dim, "r_d");
+  // The key each reduction step reads.
+  Expr key;
   if (in.mask == nullptr) {
     f.r_j = RDom(0, in.seq_k, "r_j");
+    key = f.r_j;
   } else {
     // Keys in whole blocks, and only blocks that meet the range visible to the row's group.
     const MaskInputs& m = *in.mask;
@@ -93,8 +96,13 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     f.r_j = RDom(0, (in.seq_k + kb - 1) / kb * kb, "r_j");
     Expr first = i / group * group;
     KeyRange range = visible_keys(m, first, first + group - 1, b, in.seq_k);
-    Expr block_begin = f.r_j / kb * kb;
-    f.r_j.where(range.any_row && block_begin + kb > range.begin && block_begin < range.end);
+    Expr lo = max(range.begin, 0) / kb * kb;
+    Expr hi = (range.end + kb - 1) / kb * kb - 1;
+    f.r_j.where(range.any_row && f.r_j >= lo && f.r_j <= hi);
+    // The clamp never changes a key the predicate lets through; it tells bounds inference (which
+    // ignores predicates) that a tile's stages only need keys in its range, so the score and
+    // weight tiles shrink with the mask instead of spanning Sk.
+    key = clamp(f.r_j, lo, hi);
   }
 
   f.q_scaled = Func("q_scaled");
@@ -115,7 +123,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
 
   f.row_max = Func("row_max");
   f.row_max(i, h, b) = Float(32).min();
-  f.row_max(i, h, b) = max(f.row_max(i, h, b), f.logits(f.r_j, i, h, b));
+  f.row_max(i, h, b) = max(f.row_max(i, h, b), f.logits(key, i, h, b));
   // A fully masked row has max -inf; subtracting 0 instead keeps its weights exp(-inf) = 0, not
   // exp(-inf + inf) = NaN.
   Expr row_max = f.row_max(i, h, b);
@@ -128,12 +136,12 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
 
   f.row_sum = Func("row_sum");
   f.row_sum(i, h, b) = 0.0f;
-  f.row_sum(i, h, b) += f.weights(f.r_j, i, h, b);
+  f.row_sum(i, h, b) += f.weights(key, i, h, b);
 
   f.weighted_sum = Func("weighted_sum");
   f.weighted_sum(c, i, h, b) = 0.0f;
-  Expr weight = f.weights(f.r_j, i, h, b);
-  Expr term = weight * in.v(c, f.r_j, kv_head, b);
+  Expr weight = f.weights(key, i, h, b);
+  Expr term = weight * in.v(c, key, kv_head, b);
   if (f.masked) term = select(in.values_finite, term, select(weight == 0.0f, 0.0f, term));
   f.weighted_sum(c, i, h, b) += term;
 
