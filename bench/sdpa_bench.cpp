@@ -49,8 +49,10 @@ struct Case {
 };
 
 const Case kCases[] = {
-    {{1, 8, 8, 512, 512, 64}, true},   {{1, 8, 8, 2048, 2048, 64}, false},
-    {{4, 12, 12, 256, 256, 64}, true}, {{1, 16, 16, 1024, 1024, 128}, false},
+    {{1, 8, 8, 512, 512, 64}, true},
+    {{1, 8, 8, 2048, 2048, 64}, false},
+    {{4, 12, 12, 256, 256, 64}, true},
+    {{1, 16, 16, 1024, 1024, 128}, false},
     {{1, 32, 32, 1, 4096, 128}, true},  // decode: one query against a 4096-entry KV cache
     // Masked: the unmasked twins above (and the window's at 4096) time what masking saves.
     {{1, 8, 8, 2048, 2048, 64, Mask::kCausal}, false},
@@ -84,10 +86,14 @@ std::string shape_name(const Shape& s) {
                      "x" + std::to_string(s.sk) + "x" + std::to_string(s.d);
   if (s.hkv != s.h) name += "_kv" + std::to_string(s.hkv);
   switch (s.mask) {
-    case Mask::kNone: return name;
-    case Mask::kCausal: return name + "_causal";
-    case Mask::kPadded: return name + "_padded";
-    case Mask::kWindow256: return name + "_window" + std::to_string(kWindow);
+    case Mask::kNone:
+      return name;
+    case Mask::kCausal:
+      return name + "_causal";
+    case Mask::kPadded:
+      return name + "_padded";
+    case Mask::kWindow256:
+      return name + "_window" + std::to_string(kWindow);
   }
   return name;
 }
@@ -120,10 +126,14 @@ struct Problem {
 
 bool visible(const Problem& p, int64_t b, int64_t i, int64_t j) {
   switch (p.shape.mask) {
-    case Mask::kNone: return true;
-    case Mask::kCausal: return j <= i;
-    case Mask::kPadded: return i < p.lengths[b] && j < p.lengths[b];
-    case Mask::kWindow256: return j <= i && j >= i - kWindow;
+    case Mask::kNone:
+      return true;
+    case Mask::kCausal:
+      return j <= i;
+    case Mask::kPadded:
+      return i < p.lengths[b] && j < p.lengths[b];
+    case Mask::kWindow256:
+      return j <= i && j >= i - kWindow;
   }
   return true;
 }
@@ -256,8 +266,8 @@ void openblas_math(const Problem& p, float* out, std::vector<std::vector<float>>
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, sk, d, default_scale(s), m.q, d, m.k,
                 d, 0.f, workspace, sk);
     const int64_t b = bh / s.h;
-    const float* mask = p.mask_planes == 0 ? nullptr
-                                           : p.additive.data() + (b % p.mask_planes) * s.sq * s.sk;
+    const float* mask =
+        p.mask_planes == 0 ? nullptr : p.additive.data() + (b % p.mask_planes) * s.sq * s.sk;
     softmax_rows(workspace, sq, sk, mask);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, d, sk, 1.f, workspace, sk, m.v, d,
                 0.f, m.out, d);
@@ -304,8 +314,11 @@ attention::Status ours(const Problem& p, float* out) {
   attention::SdpaOptions options;
   attention::MaskOptions& m = options.mask;
   switch (s.mask) {
-    case Mask::kNone: break;
-    case Mask::kCausal: m.causal = attention::Causal::TopLeft; break;
+    case Mask::kNone:
+      break;
+    case Mask::kCausal:
+      m.causal = attention::Causal::TopLeft;
+      break;
     case Mask::kPadded:
       m.key_lengths = attention::TensorView::contiguous(const_cast<int32_t*>(p.lengths.data()),
                                                         attention::DType::Int32, {s.b});

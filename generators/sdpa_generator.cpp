@@ -63,8 +63,8 @@ class SdpaGeneratorBase : public Generator<Self> {
   }
 
   // Defines the pipeline into `out` and `lse`; `mask` (may be null) must outlive the call.
-  void build(GeneratorOutput<Buffer<float, 4>>& out, GeneratorOutput<Buffer<float, 3>>& lse, MaskInputs* mask,
-             Expr values_finite = Expr()) {
+  void build(GeneratorOutput<Buffer<float, 4>>& out, GeneratorOutput<Buffer<float, 3>>& lse,
+             MaskInputs* mask, Expr values_finite = Expr()) {
     SdpaInputs in;
     in.q = clamp_positions(q);
     in.k = clamp_positions(k);
@@ -113,7 +113,8 @@ class SdpaGeneratorBase : public Generator<Self> {
   }
 
  private:
-  void set_estimates(GeneratorOutput<Buffer<float, 4>>& out, GeneratorOutput<Buffer<float, 3>>& lse) {
+  void set_estimates(GeneratorOutput<Buffer<float, 4>>& out,
+                     GeneratorOutput<Buffer<float, 3>>& lse) {
     const int sq = prefill() ? 1024 : 1;
     const int sk = 1024, d = 64, heads = 8, batch = 1;
     q.set_estimates({{0, d}, {0, sq}, {0, heads}, {0, batch}});

@@ -37,7 +37,7 @@ MaskSpec draw_mask(std::mt19937_64& rng, const SdpaCase& c) {
   auto coin = [&](int in) { return std::uniform_int_distribution<int>(0, in - 1)(rng) == 0; };
   MaskSpec m;
   const int causal = std::uniform_int_distribution<int>(0, 2)(rng);
-  m.causal = causal == 0 ? attention::Causal::None
+  m.causal = causal == 0   ? attention::Causal::None
              : causal == 1 ? attention::Causal::TopLeft
                            : attention::Causal::BottomRight;
   if (m.causal != attention::Causal::None && coin(3)) {

@@ -349,11 +349,11 @@ std::string describe(const MaskSpec& m) {
   if (m.window_forward > 0) add("forward " + std::to_string(m.window_forward));
   if (m.key_lengths) add("key lengths");
   if (m.query_lengths) add("query lengths");
-  const std::string broadcast = std::string(m.mask_batch_broadcast ? "1" : "B") + "x" +
-                                (m.mask_head_broadcast ? "1" : "H");
+  const std::string broadcast =
+      std::string(m.mask_batch_broadcast ? "1" : "B") + "x" + (m.mask_head_broadcast ? "1" : "H");
   if (m.bool_mask) add("bool mask " + broadcast);
-  if (m.additive_mask) add("additive mask " + broadcast + " hiding with " +
-                           std::to_string(m.hidden_value));
+  if (m.additive_mask)
+    add("additive mask " + broadcast + " hiding with " + std::to_string(m.hidden_value));
   if (m.alibi) add(m.custom_slopes ? "alibi (given slopes)" : "alibi");
   if (m.softcap > 0) add("softcap " + std::to_string(m.softcap));
   return s.empty() ? "no mask" : s;
@@ -370,13 +370,13 @@ MaskTensors::MaskTensors(const MaskSpec& spec, const SdpaCase& c, uint64_t seed)
   m.window_forward = spec.window_forward;
   if (spec.key_lengths) {
     for (int64_t b = 0; b < c.B; ++b) key_lengths.push_back(int32_t(uniform_int(0, c.Sk)));
-    m.key_lengths = attention::TensorView::contiguous(key_lengths.data(), attention::DType::Int32,
-                                                      {c.B});
+    m.key_lengths =
+        attention::TensorView::contiguous(key_lengths.data(), attention::DType::Int32, {c.B});
   }
   if (spec.query_lengths) {
     for (int64_t b = 0; b < c.B; ++b) query_lengths.push_back(int32_t(uniform_int(0, c.Sq)));
-    m.query_lengths = attention::TensorView::contiguous(query_lengths.data(),
-                                                        attention::DType::Int32, {c.B});
+    m.query_lengths =
+        attention::TensorView::contiguous(query_lengths.data(), attention::DType::Int32, {c.B});
   }
   const int64_t mb = spec.mask_batch_broadcast ? 1 : c.B;
   const int64_t mh = spec.mask_head_broadcast ? 1 : c.H;
@@ -402,13 +402,12 @@ MaskTensors::MaskTensors(const MaskSpec& spec, const SdpaCase& c, uint64_t seed)
   m.softcap = spec.softcap;
 }
 
-void expect_masked_sdpa_matches_reference(const SdpaCase& c, const MaskSpec& spec,
-                                          uint64_t seed) {
+void expect_masked_sdpa_matches_reference(const SdpaCase& c, const MaskSpec& spec, uint64_t seed) {
   SCOPED_TRACE(describe(c) + ", " + describe(spec) + ", " + seed_note(seed));
   SdpaTensors tensors(c, seed);
   MaskTensors masks(spec, c, seed);
-  run_and_compare(c, tensors.q.view(), tensors.k.view(), tensors.v.view(), tensors.out,
-                  tensors.lse, masks.options);
+  run_and_compare(c, tensors.q.view(), tensors.k.view(), tensors.v.view(), tensors.out, tensors.lse,
+                  masks.options);
 }
 
 }  // namespace attention_test

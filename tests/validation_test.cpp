@@ -340,8 +340,8 @@ TEST_F(SdpaValidation, MaskAlibiAndSoftcap) {
   options.mask.alibi = true;
   options.mask.alibi_slopes = TensorView::contiguous(slopes.data(), {kH});
   expect_rejected({"mask.alibi_slopes[3]"}, {{"finite"}});
-  for (float cap : {-1.0f, std::numeric_limits<float>::quiet_NaN(),
-                    std::numeric_limits<float>::infinity()}) {
+  for (float cap :
+       {-1.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()}) {
     reset_views();
     options.mask.softcap = cap;
     expect_rejected({"mask.softcap"}, {{"> 0"}});

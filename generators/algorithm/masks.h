@@ -2,9 +2,9 @@
 // the softmax. Each piece stands alone; algorithm/sdpa.h composes the ones a call asks for. No
 // scheduling here.
 //
-// Positions: query i in [0, Sq), key j in [0, Sk). Every structural mask is a band around a diagonal
-// diag(i) = i + diag_offset (0 for top-left alignment, Sk - Sq for bottom-right), which is what lets
-// a kernel bound its key loop per block of queries instead of testing every key.
+// Positions: query i in [0, Sq), key j in [0, Sk). Every structural mask is a band around a
+// diagonal diag(i) = i + diag_offset (0 for top-left alignment, Sk - Sq for bottom-right), which is
+// what lets a kernel bound its key loop per block of queries instead of testing every key.
 #pragma once
 
 #include "Halide.h"
@@ -37,7 +37,8 @@ struct MaskInputs {
 };
 
 // The causal/sliding-window band: j in [diag(i) - back, diag(i) + forward].
-inline Halide::Expr band_visible(const MaskInputs& m, const Halide::Expr& i, const Halide::Expr& j) {
+inline Halide::Expr band_visible(const MaskInputs& m, const Halide::Expr& i,
+                                 const Halide::Expr& j) {
   Halide::Expr diag = i + m.diag_offset;
   return j >= diag - m.band_back && j <= diag + m.band_forward;
 }

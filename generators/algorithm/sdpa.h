@@ -114,8 +114,8 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
 
   f.logits = Func("logits");
   f.masked = in.mask != nullptr;
-  f.logits(j, i, h, b) = f.masked ? masked_logits(*in.mask, f.scores(j, i, h, b), x)
-                                  : f.scores(j, i, h, b);
+  f.logits(j, i, h, b) =
+      f.masked ? masked_logits(*in.mask, f.scores(j, i, h, b), x) : f.scores(j, i, h, b);
   if (f.masked) {
     f.has_bias = in.mask->has_bias;
     f.values_finite = in.values_finite;

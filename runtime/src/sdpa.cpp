@@ -36,8 +36,8 @@ Status check_lengths(const TensorView& lengths, const char* name, int64_t B, con
   for (int64_t b = 0; b < B; ++b) {
     const int64_t n = values[b * lengths.strides[0]];
     if (n < 0 || n > limit) {
-      return Status::invalid(std::string(name) + "[" + std::to_string(b) + "] = " +
-                             std::to_string(n) + " is outside [0, " + bound + "=" +
+      return Status::invalid(std::string(name) + "[" + std::to_string(b) +
+                             "] = " + std::to_string(n) + " is outside [0, " + bound + "=" +
                              std::to_string(limit) + "]");
     }
   }
@@ -64,8 +64,10 @@ Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_
     return Status::invalid("mask.causal: not a Causal value (None, TopLeft or BottomRight)");
   }
   if (m.window < -1) {
-    return Status::invalid("mask.window: must be >= 0 (keys back from the diagonal) or -1 (no "
-                           "window), got " + std::to_string(m.window));
+    return Status::invalid(
+        "mask.window: must be >= 0 (keys back from the diagonal) or -1 (no "
+        "window), got " +
+        std::to_string(m.window));
   }
   if (m.window_forward < 0) {
     return Status::invalid("mask.window_forward: must be >= 0, got " +
@@ -132,21 +134,31 @@ Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorVie
   }
   const MaskOptions& m = options.mask;
   ATTENTION_RETURN_IF_ERROR(check_mask(m, B, H, Sq, Sk));
-  ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(
-      out, "out",
-      {{&q, "q"}, {&k, "k"}, {&v, "v"}, {&m.key_lengths, "mask.key_lengths"},
-       {&m.query_lengths, "mask.query_lengths"}, {&m.bool_mask, "mask.bool_mask"},
-       {&m.additive_mask, "mask.additive_mask"}, {&m.alibi_slopes, "mask.alibi_slopes"}}));
+  ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(out, "out",
+                                                        {{&q, "q"},
+                                                         {&k, "k"},
+                                                         {&v, "v"},
+                                                         {&m.key_lengths, "mask.key_lengths"},
+                                                         {&m.query_lengths, "mask.query_lengths"},
+                                                         {&m.bool_mask, "mask.bool_mask"},
+                                                         {&m.additive_mask, "mask.additive_mask"},
+                                                         {&m.alibi_slopes, "mask.alibi_slopes"}}));
   const TensorView& lse = options.logsumexp;
   if (lse.data != nullptr) {
     ATTENTION_RETURN_IF_ERROR(detail::check_view(lse, "logsumexp", 3, "[B, H, Sq]"));
     ATTENTION_RETURN_IF_ERROR(
         detail::check_shape(lse, "logsumexp", {{"B", B}, {"H", H}, {"Sq", Sq}}));
-    ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(
-        lse, "logsumexp",
-        {{&out, "out"}, {&q, "q"}, {&k, "k"}, {&v, "v"}, {&m.key_lengths, "mask.key_lengths"},
-         {&m.query_lengths, "mask.query_lengths"}, {&m.bool_mask, "mask.bool_mask"},
-         {&m.additive_mask, "mask.additive_mask"}, {&m.alibi_slopes, "mask.alibi_slopes"}}));
+    ATTENTION_RETURN_IF_ERROR(
+        detail::check_output_memory(lse, "logsumexp",
+                                    {{&out, "out"},
+                                     {&q, "q"},
+                                     {&k, "k"},
+                                     {&v, "v"},
+                                     {&m.key_lengths, "mask.key_lengths"},
+                                     {&m.query_lengths, "mask.query_lengths"},
+                                     {&m.bool_mask, "mask.bool_mask"},
+                                     {&m.additive_mask, "mask.additive_mask"},
+                                     {&m.alibi_slopes, "mask.alibi_slopes"}}));
   }
   return Status::ok_status();
 }
@@ -225,8 +237,7 @@ std::vector<int32_t> lengths_or(const TensorView& lengths, int64_t B, int64_t fu
 }
 
 Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
-                  const TensorView& out, const TensorView& lse, float scale,
-                  const MaskOptions& m) {
+                  const TensorView& out, const TensorView& lse, float scale, const MaskOptions& m) {
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Sk = k.shape[2];
   std::vector<int32_t> key_lengths = lengths_or(m.key_lengths, B, Sk);
   std::vector<int32_t> query_lengths = lengths_or(m.query_lengths, B, Sq);
@@ -234,8 +245,8 @@ Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
   const int64_t unbounded = Sq + Sk;
   // ALiBi without causal measures from the bottom-right diagonal, like the band would.
   const int32_t diag_offset = m.causal == Causal::TopLeft ? 0 : static_cast<int32_t>(Sk - Sq);
-  const auto band_back = static_cast<int32_t>(m.window >= 0 ? std::min(m.window, unbounded)
-                                                            : unbounded);
+  const auto band_back =
+      static_cast<int32_t>(m.window >= 0 ? std::min(m.window, unbounded) : unbounded);
   const auto band_forward = static_cast<int32_t>(
       m.causal != Causal::None ? std::min(m.window_forward, unbounded) : unbounded);
   std::vector<float> slopes(static_cast<size_t>(H), 0.0f);
@@ -246,8 +257,8 @@ Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
   } else if (m.alibi) {
     slopes = default_alibi_slopes(H);
   }
-  const bool has_bias = m.bool_mask.data != nullptr || m.additive_mask.data != nullptr ||
-                        m.alibi || m.softcap > 0.0f;
+  const bool has_bias =
+      m.bool_mask.data != nullptr || m.additive_mask.data != nullptr || m.alibi || m.softcap > 0.0f;
   static const uint8_t kAllowed = 1;
   static const float kNoBias = 0.0f;
   detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);

@@ -33,17 +33,20 @@ std::string shape_string(const TensorView& t) {
 
 const char* dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::Float32: return "Float32";
-    case DType::Bool: return "Bool";
-    case DType::Int32: return "Int32";
+    case DType::Float32:
+      return "Float32";
+    case DType::Bool:
+      return "Bool";
+    case DType::Int32:
+      return "Int32";
   }
   return "unknown";
 }
 
 int64_t dtype_size(DType dtype) { return dtype == DType::Bool ? 1 : 4; }
 
-Status check_view(const TensorView& t, const char* name, int rank, const char* layout,
-                  DType dtype, bool any_strides) {
+Status check_view(const TensorView& t, const char* name, int rank, const char* layout, DType dtype,
+                  bool any_strides) {
   const std::string arg = std::string(name) + ": ";
   if (t.rank != rank) {
     return Status::invalid(arg + "expected a rank-" + std::to_string(rank) + " tensor " + layout +

@@ -27,8 +27,8 @@ double dot(const attention::TensorView& a, const float* a_row, const attention::
 template <typename T>
 T mask_at(const attention::TensorView& m, int64_t b, int64_t h, int64_t i, int64_t j) {
   const int64_t bb = m.shape[0] == 1 ? 0 : b, hh = m.shape[1] == 1 ? 0 : h;
-  return static_cast<const T*>(m.data)[bb * m.strides[0] + hh * m.strides[1] + i * m.strides[2] +
-                                       j * m.strides[3]];
+  return static_cast<const T*>(
+      m.data)[bb * m.strides[0] + hh * m.strides[1] + i * m.strides[2] + j * m.strides[3]];
 }
 
 int64_t length_at(const attention::TensorView& lengths, int64_t b, int64_t full) {
@@ -101,7 +101,8 @@ void reference_sdpa(const attention::TensorView& q, const attention::TensorView&
       slopes = reference_alibi_slopes(heads);
     } else {
       const auto* given = static_cast<const float*>(mask->alibi_slopes.data);
-      for (int64_t h = 0; h < heads; ++h) slopes.push_back(given[h * mask->alibi_slopes.strides[0]]);
+      for (int64_t h = 0; h < heads; ++h)
+        slopes.push_back(given[h * mask->alibi_slopes.strides[0]]);
     }
   }
   std::vector<char> visible(static_cast<size_t>(kv_len), 1);
@@ -120,9 +121,9 @@ void reference_sdpa(const attention::TensorView& q, const attention::TensorView&
             if (!visible[j]) continue;  // a hidden key's k is never read
           }
           const double score = scale * dot(q, q_row, k, row(k, b, kv_head, j), head_dim);
-          weights[j] =
-              mask != nullptr ? apply_mask(*mask, slopes, score, b, h, i, j, q_len, kv_len).logit
-                              : score;
+          weights[j] = mask != nullptr
+                           ? apply_mask(*mask, slopes, score, b, h, i, j, q_len, kv_len).logit
+                           : score;
           row_max = std::max(row_max, weights[j]);
           any_visible = true;
         }
