@@ -134,31 +134,23 @@ Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorVie
   }
   const MaskOptions& m = options.mask;
   ATTENTION_RETURN_IF_ERROR(check_mask(m, B, H, Sq, Sk));
-  ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(out, "out",
-                                                        {{&q, "q"},
-                                                         {&k, "k"},
-                                                         {&v, "v"},
-                                                         {&m.key_lengths, "mask.key_lengths"},
-                                                         {&m.query_lengths, "mask.query_lengths"},
-                                                         {&m.bool_mask, "mask.bool_mask"},
-                                                         {&m.additive_mask, "mask.additive_mask"},
-                                                         {&m.alibi_slopes, "mask.alibi_slopes"}}));
+  // Every input an output must not overlap (absent mask views are empty and never overlap).
+  std::vector<detail::NamedView> inputs = {{&q, "q"},
+                                           {&k, "k"},
+                                           {&v, "v"},
+                                           {&m.key_lengths, "mask.key_lengths"},
+                                           {&m.query_lengths, "mask.query_lengths"},
+                                           {&m.bool_mask, "mask.bool_mask"},
+                                           {&m.additive_mask, "mask.additive_mask"},
+                                           {&m.alibi_slopes, "mask.alibi_slopes"}};
+  ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(out, "out", inputs));
   const TensorView& lse = options.logsumexp;
   if (lse.data != nullptr) {
     ATTENTION_RETURN_IF_ERROR(detail::check_view(lse, "logsumexp", 3, "[B, H, Sq]"));
     ATTENTION_RETURN_IF_ERROR(
         detail::check_shape(lse, "logsumexp", {{"B", B}, {"H", H}, {"Sq", Sq}}));
-    ATTENTION_RETURN_IF_ERROR(
-        detail::check_output_memory(lse, "logsumexp",
-                                    {{&out, "out"},
-                                     {&q, "q"},
-                                     {&k, "k"},
-                                     {&v, "v"},
-                                     {&m.key_lengths, "mask.key_lengths"},
-                                     {&m.query_lengths, "mask.query_lengths"},
-                                     {&m.bool_mask, "mask.bool_mask"},
-                                     {&m.additive_mask, "mask.additive_mask"},
-                                     {&m.alibi_slopes, "mask.alibi_slopes"}}));
+    inputs.insert(inputs.begin(), {&out, "out"});
+    ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(lse, "logsumexp", inputs));
   }
   return Status::ok_status();
 }

@@ -140,7 +140,7 @@ Status check_no_self_overlap(const TensorView& out, const char* name) {
 }
 
 Status check_output_memory(const TensorView& out, const char* name,
-                           std::initializer_list<NamedView> others) {
+                           const std::vector<NamedView>& others) {
   ATTENTION_RETURN_IF_ERROR(check_no_self_overlap(out, name));
   for (const NamedView& other : others) {
     ATTENTION_RETURN_IF_ERROR(check_disjoint(out, name, *other.view, other.name));

@@ -1,7 +1,6 @@
 // Argument checks shared by every entry point. Each returns an error naming the argument.
 #pragma once
 
-#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -47,6 +46,6 @@ struct NamedView {
   const char* name;
 };
 Status check_output_memory(const TensorView& out, const char* name,
-                           std::initializer_list<NamedView> others);
+                           const std::vector<NamedView>& others);
 
 }  // namespace attention::detail
