@@ -163,11 +163,11 @@ Problem& problem_for(const Shape& s) {
   auto it = problems.find(shape_name(s));
   if (it == problems.end()) {
     std::mt19937 rng(kSeed);
-    Problem p{s,
-              random_floats(q_size(s), rng),
-              random_floats(kv_size(s), rng),
-              random_floats(kv_size(s), rng),
-              {}};
+    Problem p;
+    p.shape = s;
+    p.q = random_floats(q_size(s), rng);
+    p.k = random_floats(kv_size(s), rng);
+    p.v = random_floats(kv_size(s), rng);
     build_mask(p, rng);
     it = problems.emplace(shape_name(s), std::move(p)).first;
   }
