@@ -53,7 +53,10 @@ const Case kCases[] = {
     {{1, 8, 8, 2048, 2048, 64}, false},
     {{4, 12, 12, 256, 256, 64}, true},
     {{1, 16, 16, 1024, 1024, 128}, false},
-    {{1, 32, 32, 1, 4096, 128}, true},  // decode: one query against a 4096-entry KV cache
+    {{1, 8, 8, 8192, 8192, 64}, false},  // long: a tile's scores outgrow L2
+    {{1, 32, 32, 1, 4096, 128}, true},   // decode: one query against a 4096-entry KV cache
+    {{8, 32, 32, 1, 2048, 128}, false},
+    {{1, 1, 1, 1, 65536, 128}, false},  // one head: only split-KV fills the cores
     // Masked: the unmasked twins above (and the window's at 4096) time what masking saves.
     {{1, 8, 8, 2048, 2048, 64, Mask::kCausal}, false},
     {{8, 8, 8, 512, 512, 64}, false},

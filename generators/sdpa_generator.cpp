@@ -52,7 +52,14 @@ class SdpaGeneratorBase : public Generator<Self> {
   GeneratorInput<Buffer<float, 4>> v{"v"};  // (c, j, kv_head, b)
   GeneratorInput<float> scale{"scale"};
 
+  // Decode kernels also take key_split (int32, after every other input): keys per split-KV work
+  // item, a multiple of 64 (see algorithm/sdpa.h); the runtime sizes it so every core gets work.
+  void configure() {
+    if (!prefill()) key_split_ = this->template add_input<int32_t>("key_split");
+  }
+
  protected:
+  GeneratorInput<int32_t>* key_split_ = nullptr;
   SdpaFuncs funcs_;
 
   bool prefill() const { return query_tiling == QueryTiling::Prefill; }
@@ -69,12 +76,12 @@ class SdpaGeneratorBase : public Generator<Self> {
     in.q = clamp_positions(q);
     in.k = clamp_positions(k);
     // Prefill stages v per head, padded with zero features so P·V blocks never need a tail; decode
-    // reads v once and in place (P·V reduces over exactly [0, Sk) unless masked key blocks round
-    // it up, which the position clamp covers).
-    // Masked kernels: an empty key range may place its (never executed) reads past Sk, which
-    // bounds inference still asks for, so positions are clamped too.
+    // reads v once and in place. Bounds inference ignores the predicates that keep reductions
+    // inside [0, Sk) (the last split, masked key ranges), so positions are clamped where those
+    // apply.
     if (!prefill()) {
-      in.v = mask ? clamp_positions(v) : Func(v);
+      in.v = clamp_positions(v);
+      in.key_split = *key_split_;
     } else if (!mask) {
       in.v = zero_pad_features(v);
     } else {

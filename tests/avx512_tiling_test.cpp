@@ -1,8 +1,8 @@
 // The AVX-512 tiling (3 query vectors × 8 keys for Q·Kᵀ, 6 rows × 4 vectors for P·V, one 16-query
-// vector per decode tile) only runs on AVX-512 CPUs. These kernels are compiled for AVX2 with that
-// tiling (generator parameter tiling_as), so any AVX2 machine executes and checks its block and
-// tail logic against the reference. They are called directly, without the runtime's argument
-// checks.
+// vector per decode tile, split-KV) only runs on AVX-512 CPUs. These kernels are compiled for AVX2
+// with that tiling (generator parameter tiling_as), so any AVX2 machine executes and checks its
+// block and tail logic against the reference. They are called directly, without the runtime's
+// argument checks.
 #include <HalideBuffer.h>
 #include <gtest/gtest.h>
 
@@ -30,16 +30,21 @@ HalideBuffer halide_view(const attention::TensorView& t) {
   return HalideBuffer(static_cast<float*>(t.data), t.rank, dims.data());
 }
 
-void expect_kernel_matches_reference(const SdpaCase& c, bool prefill, uint64_t seed) {
-  SCOPED_TRACE(describe(c) + (prefill ? ", prefill" : ", decode") + ", " + seed_note(seed));
+// key_split: decode only, keys per split-KV work item.
+void expect_kernel_matches_reference(const SdpaCase& c, bool prefill, uint64_t seed,
+                                     int32_t key_split = 0) {
+  SCOPED_TRACE(describe(c) +
+               (prefill ? ", prefill" : ", decode, key_split " + std::to_string(key_split)) + ", " +
+               seed_note(seed));
   SdpaTensors tensors(c, seed);
   const float scale = static_cast<float>(c.effective_scale());
   HalideBuffer q = halide_view(tensors.q.view()), k = halide_view(tensors.k.view()),
                v = halide_view(tensors.v.view()), out = halide_view(tensors.out.view()),
                lse = halide_view(tensors.lse.view());
   // No user_context: errors, if any, go to stderr and the return code.
-  const int code = prefill ? sdpa_f32_prefill_avx512_tiles(nullptr, q, k, v, scale, out, lse)
-                           : sdpa_f32_decode_avx512_tiles(nullptr, q, k, v, scale, out, lse);
+  const int code = prefill
+                       ? sdpa_f32_prefill_avx512_tiles(nullptr, q, k, v, scale, out, lse)
+                       : sdpa_f32_decode_avx512_tiles(nullptr, q, k, v, scale, key_split, out, lse);
   ASSERT_EQ(code, 0);
   std::vector<double> expected_out, expected_lse;
   reference_sdpa(tensors.q.view(), tensors.k.view(), tensors.v.view(), c.effective_scale(),
@@ -62,9 +67,12 @@ TEST(Avx512Tiling, KernelsMatchReference) {
     expect_kernel_matches_reference(sdpa_case(1, 2, 2, 97, 37, 64, dv).with_logsumexp(), true,
                                     seed);
     expect_kernel_matches_reference(sdpa_case(2, 4, 2, 48, 9, 59, dv).with_logsumexp(), true, seed);
+    // 70 keys in one split, or in splits of 64 (the last holds 6 keys).
     for (int64_t queries : {1, 15, 17, 47}) {
-      expect_kernel_matches_reference(sdpa_case(1, 2, 1, queries, 70, 128, dv).with_logsumexp(),
-                                      false, seed);
+      for (int32_t key_split : {64, 128}) {
+        expect_kernel_matches_reference(sdpa_case(1, 2, 1, queries, 70, 128, dv).with_logsumexp(),
+                                        false, seed, key_split);
+      }
     }
   }
   expect_kernel_matches_reference(

@@ -19,6 +19,7 @@ struct AttentionVars {
   Halide::Var j{"j"};  // key position (0..Sk)
   Halide::Var h{"h"};  // query head (0..H)
   Halide::Var b{"b"};  // batch (0..B)
+  Halide::Var s{"s"};  // key split (split-KV only)
 };
 
 // The inputs of one SDPA instance. Extents are Exprs so the same math serves any shape.
@@ -36,25 +37,41 @@ struct SdpaInputs {
   // Masked attention only: false when v may hold NaN/Inf. P·V then skips zero weights, so a
   // non-finite value at a key a row cannot see never reaches it (0 · NaN would be NaN).
   Halide::Expr values_finite;
+  // Split-KV (flash-decoding): keys per split, or undefined for one pass over all keys. Each split
+  // yields its own (out, logsumexp); a logsumexp-weighted sum combines them. Masked: a multiple of
+  // MaskInputs::key_block.
+  Halide::Expr key_split;
 };
 
 // Every stage of the computation, named like the math, for the schedule to place.
 struct SdpaFuncs {
   AttentionVars vars;
-  Halide::Expr head_dim;      // D: schedules may specialize the Q·Kᵀ reduction on it
-  Halide::Expr value_dim;     // Dv: schedules specialize their value-feature blocking on it
-  Halide::Func values;        // in.v, so a schedule can stage (pack) it
-  Halide::RDom r_d;           // over D
-  Halide::RDom r_j;           // over Sk (masked: rounded up to whole key blocks, visible ones only)
-  Halide::Func q_scaled;      // (d, i, h, b)  q * scale: folds the scale into the smaller operand
-  Halide::Func scores;        // (j, i, h, b)  scale * q·k
-  Halide::Func logits;        // (j, i, h, b)  scores with masks and biases (-inf: hidden key)
+  Halide::Expr head_dim;   // D: schedules may specialize the Q·Kᵀ reduction on it
+  Halide::Expr value_dim;  // Dv: schedules specialize their value-feature blocking on it
+  Halide::Func values;     // in.v, so a schedule can stage (pack) it
+  Halide::RDom r_d;        // over D
+  Halide::RDom r_j;        // over Sk (masked: rounded up to whole key blocks, visible ones only)
+  Halide::Func q_scaled;   // (d, i, h, b)  q * scale: folds the scale into the smaller operand
+  Halide::Func scores;     // (j, i, h, b)  scale * q·k
+  Halide::Func logits;     // (j, i, h, b)  scores with masks and biases (-inf: hidden key)
+  // Split-KV: the four per-row Funcs below take the split s before i, as (c, s, i, h, b) etc.,
+  // and reduce over that split's keys only.
   Halide::Func row_max;       // (i, h, b)     max_j logits
   Halide::Func weights;       // (j, i, h, b)  exp(logits - row_max), unnormalized
   Halide::Func row_sum;       // (i, h, b)     sum_j weights
   Halide::Func weighted_sum;  // (c, i, h, b)  sum_j weights * v
   Halide::Func out;           // (c, i, h, b)  weighted_sum / row_sum
   Halide::Func logsumexp;     // (i, h, b)     row_max + log(row_sum), natural log
+  // Split-KV only (undefined otherwise).
+  bool split = false;
+  Halide::Func split_out;     // (c, s, i, h, b)  the split's own normalized output
+  Halide::Func split_lse;     // (s, i, h, b)     the split's own logsumexp (-inf: no visible key)
+  Halide::Func split_result;  // (c, s, i, h, b)  split_out for c < Dv, split_lse at c = Dv
+  Halide::Func lse_max;       // (i, h, b)        max_s split_lse
+  Halide::Func split_weight;  // (s, i, h, b)     exp(split_lse - lse_max)
+  Halide::Func weight_total;  // (i, h, b)        sum_s split_weight
+  Halide::Func out_total;     // (c, i, h, b)     sum_s split_weight * split_out
+  Halide::RDom r_s;           // over the splits
   bool masked = false;
   Halide::Expr has_bias;       // masked: whether logits use the bias terms (schedules specialize)
   Halide::Expr values_finite;  // masked: whether P·V may skip its NaN-safe form (same)
@@ -73,36 +90,87 @@ inline Halide::Expr masked_logits(const MaskInputs& m, const Halide::Expr& score
   return select(visible, select(m.has_bias, biased, score), Float(32).min());
 }
 
+// Split-KV: merges the splits' (out, logsumexp) pairs into f.out and f.logsumexp. With
+// m = max_s lse_s and w_s = exp(lse_s - m): out = sum_s w_s out_s / sum_s w_s and
+// lse = m + log(sum_s w_s). A split without visible keys has lse_s = -inf, so w_s = 0.
+inline void combine_splits(SdpaFuncs& f, const Halide::Expr& value_dim,
+                           const Halide::Expr& num_splits) {
+  using namespace Halide;
+  const AttentionVars& x = f.vars;
+  Var c = x.c, s = x.s, i = x.i, h = x.h, b = x.b;
+  // One Func holds everything a split hands on, so a schedule computes each split in one place.
+  f.split_result = Func("split_result");
+  f.split_result(c, s, i, h, b) = select(
+      c < value_dim, f.split_out(min(c, value_dim - 1), s, i, h, b), f.split_lse(s, i, h, b));
+  Expr lse_s = f.split_result(value_dim, s, i, h, b);
+  f.r_s = RDom(0, num_splits, "r_s");
+  const RDom& r_s = f.r_s;
+  f.lse_max = Func("lse_max");
+  f.lse_max(i, h, b) = Float(32).min();
+  f.lse_max(i, h, b) = max(f.lse_max(i, h, b), f.split_result(value_dim, r_s, i, h, b));
+  Expr lse_max = f.lse_max(i, h, b);
+  // Every split empty (a fully masked row): subtract 0, so each weight is exp(-inf) = 0.
+  Expr shift = select(lse_max == Float(32).min(), 0.0f, lse_max);
+  f.split_weight = Func("split_weight");
+  f.split_weight(s, i, h, b) = exp2_nonpositive((lse_s - shift) * float(M_LOG2E));
+  f.weight_total = Func("weight_total");
+  f.weight_total(i, h, b) = 0.0f;
+  f.weight_total(i, h, b) += f.split_weight(r_s, i, h, b);
+  f.out_total = Func("out_total");
+  f.out_total(c, i, h, b) = 0.0f;
+  f.out_total(c, i, h, b) += f.split_weight(r_s, i, h, b) * f.split_result(c, r_s, i, h, b);
+
+  Expr total = f.weight_total(i, h, b);
+  f.out = Func("out");
+  Expr normalized = f.out_total(c, i, h, b) / total;
+  f.out(c, i, h, b) = f.masked ? select(total == 0.0f, 0.0f, normalized) : normalized;
+  f.logsumexp = Func("logsumexp");
+  Expr lse = select(is_nan(total), total, shift + log(total));
+  f.logsumexp(i, h, b) = f.masked ? select(total == 0.0f, Float(32).min(), lse) : lse;
+}
+
 inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   using namespace Halide;
   SdpaFuncs f;
   const AttentionVars& x = f.vars;
-  Var c = x.c, d = x.d, i = x.i, j = x.j, h = x.h, b = x.b;
+  Var c = x.c, d = x.d, i = x.i, j = x.j, h = x.h, b = x.b, s = x.s;
   Expr kv_head = h / in.heads_per_kv;
 
   f.head_dim = in.head_dim;
   f.value_dim = in.value_dim;
   f.values = in.v;
+  f.split = in.key_split.defined();
+  f.masked = in.mask != nullptr;
   f.r_d = RDom(0, in.head_dim, "r_d");
+  // The keys one reduction covers: all of them, or split s's.
+  Expr first_key = f.split ? s * in.key_split : Expr(0);
+  Expr span = f.split ? in.key_split : in.seq_k;
   // The key each reduction step reads.
   Expr key;
-  if (in.mask == nullptr) {
-    f.r_j = RDom(0, in.seq_k, "r_j");
-    key = f.r_j;
+  if (!f.masked) {
+    f.r_j = RDom(0, span, "r_j");
+    key = first_key + f.r_j;
+    // The last split may run past Sk (reads there are clamped; these keys are left out).
+    if (f.split) f.r_j.where(key < in.seq_k);
   } else {
     // Keys in whole blocks, and only blocks that meet the range visible to the row's group.
     const MaskInputs& m = *in.mask;
     const int kb = m.key_block, group = m.query_group;
-    f.r_j = RDom(0, (in.seq_k + kb - 1) / kb * kb, "r_j");
-    Expr first = i / group * group;
-    KeyRange range = visible_keys(m, first, first + group - 1, b, in.seq_k);
+    f.r_j = RDom(0, (span + kb - 1) / kb * kb, "r_j");
+    Expr first_row = i / group * group;
+    KeyRange range = visible_keys(m, first_row, first_row + group - 1, b, in.seq_k);
     Expr lo = max(range.begin, 0) / kb * kb;
     Expr hi = (range.end + kb - 1) / kb * kb - 1;
-    f.r_j.where(range.any_row && f.r_j >= lo && f.r_j <= hi);
+    if (f.split) {
+      lo = max(lo, first_key);
+      hi = min(hi, first_key + span - 1);
+    }
+    Expr raw = first_key + f.r_j;
+    f.r_j.where(range.any_row && raw >= lo && raw <= hi);
     // The clamp never changes a key the predicate lets through; it tells bounds inference (which
     // ignores predicates) that a tile's stages only need keys in its range, so the score and
     // weight tiles shrink with the mask instead of spanning Sk.
-    key = clamp(f.r_j, lo, hi);
+    key = clamp(raw, lo, hi);
   }
 
   f.q_scaled = Func("q_scaled");
@@ -113,7 +181,6 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.scores(j, i, h, b) += f.q_scaled(f.r_d, i, h, b) * in.k(f.r_d, j, kv_head, b);
 
   f.logits = Func("logits");
-  f.masked = in.mask != nullptr;
   f.logits(j, i, h, b) =
       f.masked ? masked_logits(*in.mask, f.scores(j, i, h, b), x) : f.scores(j, i, h, b);
   if (f.masked) {
@@ -121,40 +188,58 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     f.values_finite = in.values_finite;
   }
 
+  // Per-row statistics: indexed (i, h, b), or (s, i, h, b) per split; `at(e)` puts e in front.
+  std::vector<Expr> row = {i, h, b};
+  if (f.split) row.insert(row.begin(), s);
+  auto at = [&](const Expr& e) {
+    std::vector<Expr> args = row;
+    args.insert(args.begin(), e);
+    return args;
+  };
+
   f.row_max = Func("row_max");
-  f.row_max(i, h, b) = Float(32).min();
-  f.row_max(i, h, b) = max(f.row_max(i, h, b), f.logits(key, i, h, b));
+  f.row_max(row) = Float(32).min();
+  f.row_max(row) = max(f.row_max(row), f.logits(key, i, h, b));
   // A fully masked row has max -inf; subtracting 0 instead keeps its weights exp(-inf) = 0, not
   // exp(-inf + inf) = NaN.
-  Expr row_max = f.row_max(i, h, b);
+  Expr row_max = f.row_max(row);
   Expr shift = f.masked ? select(row_max == Float(32).min(), 0.0f, row_max) : row_max;
 
   // exp(s - m) = 2^((s - m) * log2(e)); subtracting the max first keeps the rounding of the
   // multiply relative to the (small) distance from the max, not to the logit's magnitude.
   f.weights = Func("weights");
-  f.weights(j, i, h, b) = exp2_nonpositive((f.logits(j, i, h, b) - shift) * float(M_LOG2E));
+  f.weights(at(j)) = exp2_nonpositive((f.logits(j, i, h, b) - shift) * float(M_LOG2E));
 
   f.row_sum = Func("row_sum");
-  f.row_sum(i, h, b) = 0.0f;
-  f.row_sum(i, h, b) += f.weights(key, i, h, b);
+  f.row_sum(row) = 0.0f;
+  f.row_sum(row) += f.weights(at(key));
 
   f.weighted_sum = Func("weighted_sum");
-  f.weighted_sum(c, i, h, b) = 0.0f;
-  Expr weight = f.weights(key, i, h, b);
+  f.weighted_sum(at(c)) = 0.0f;
+  Expr weight = f.weights(at(key));
   Expr term = weight * in.v(c, key, kv_head, b);
   if (f.masked) term = select(in.values_finite, term, select(weight == 0.0f, 0.0f, term));
-  f.weighted_sum(c, i, h, b) += term;
+  f.weighted_sum(at(c)) += term;
 
-  f.out = Func("out");
-  Expr row_sum = f.row_sum(i, h, b);
-  Expr normalized = f.weighted_sum(c, i, h, b) / row_sum;
+  Func out_rows(f.split ? "split_out" : "out");
+  Expr row_sum = f.row_sum(row);
+  Expr normalized = f.weighted_sum(at(c)) / row_sum;
   // Masked: a row without any visible key outputs zeros (its sum is exactly 0; a NaN sum is not).
-  f.out(c, i, h, b) = f.masked ? select(row_sum == 0.0f, 0.0f, normalized) : normalized;
+  out_rows(at(c)) = f.masked ? select(row_sum == 0.0f, 0.0f, normalized) : normalized;
 
-  f.logsumexp = Func("logsumexp");
+  Func lse_rows(f.split ? "split_lse" : "logsumexp");
   // Halide's log() maps NaN to a finite value: keep a NaN row_sum (a NaN score) visible.
   Expr lse = select(is_nan(row_sum), row_sum, row_max + log(row_sum));
-  f.logsumexp(i, h, b) = f.masked ? select(row_sum == 0.0f, Float(32).min(), lse) : lse;
+  lse_rows(row) = f.masked ? select(row_sum == 0.0f, Float(32).min(), lse) : lse;
+
+  if (!f.split) {
+    f.out = out_rows;
+    f.logsumexp = lse_rows;
+    return f;
+  }
+  f.split_out = out_rows;
+  f.split_lse = lse_rows;
+  combine_splits(f, in.value_dim, (in.seq_k + in.key_split - 1) / in.key_split);
   return f;
 }
 

@@ -16,8 +16,8 @@ struct CpuTiling {
   int score_queries;         // prefill Q·Kᵀ register block: queries (a multiple of vector)
   int score_keys;            // prefill Q·Kᵀ register block: keys
   int score_keys_per_chain;  // decode Q·Kᵀ: keys whose dot products run side by side
-  int pv_rows;               // P·V register block: query rows
-  int pv_cols;               // P·V register block: value features (a multiple of vector)
+  int pv_rows;               // prefill P·V register block: query rows
+  int pv_cols;               // prefill P·V register block: value features (a multiple of vector)
   int query_tile;            // queries per work item
   int key_chunk;             // prefill: keys per P·V pass over a tile
   int mask_key_block;        // masked: keys per skipped-or-kept block (MaskInputs::key_block)
@@ -52,8 +52,6 @@ inline CpuTiling cpu_tiling(const Halide::Target& target, bool wide_queries) {
     // Few queries: stages run along keys or features, never across queries, so Sq == 1 wastes no
     // lanes. Fields not set here stay 0 (unused by the decode schedule).
     t.score_keys_per_chain = 4;  // dot products in flight at once (FMA latency ~4 cycles)
-    t.pv_rows = 1;
-    t.pv_cols = 4 * t.vector;  // 4 accumulators + 4 v loads + 1 broadcast
     t.query_tile = t.vector;
     // Decode reductions vectorize along keys: ranges in whole vectors keep every lane's predicate
     // the same (a per-lane predicate would scalarize the loop).
@@ -95,39 +93,6 @@ inline void schedule_weighted_sum_by_key_chunks(SdpaFuncs& f, const CpuTiling& t
   chunk_sum.update().reorder(x.c, x.i, key_r).vectorize(x.c, t.vector).unroll(x.c).unroll(x.i);
   // v without NaN/Inf (checked by the caller): plain FMAs, no test of each weight.
   if (f.masked) chunk_sum.update().specialize(f.values_finite);
-}
-
-// Decode P·V: v is read once, in place (copying it would double the memory traffic); blocks
-// accumulate over all keys in registers.
-inline void schedule_weighted_sum_in_place(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile) {
-  using namespace Halide;
-  const AttentionVars& x = f.vars;
-  Var blk_i("blk_i"), lane_i("lane_i"), blk_c("blk_c"), lane_c("lane_c");
-  Func weighted_tile = f.weighted_sum.in();
-  weighted_tile.compute_at(f.out, tile)
-      .split(x.i, blk_i, lane_i, t.pv_rows)
-      .reorder(x.c, lane_i, blk_i)
-      .unroll(lane_i);
-  f.weighted_sum.compute_at(weighted_tile, blk_c).reorder(x.c, x.i).unroll(x.i);
-  f.weighted_sum.update().reorder(x.c, x.i, f.r_j).unroll(x.i);
-  // v is not padded, so blocks stay inside [0, Dv): overlapping last blocks (ShiftInwards) when Dv
-  // allows a full block, one vector when it allows that, scalar features below a vector.
-  auto block_features = [&](int block, bool vectorized, TailStrategy tail) {
-    Stage wrapper = weighted_tile, init = f.weighted_sum, update = f.weighted_sum.update();
-    if (block >= 0) {
-      wrapper = weighted_tile.specialize(f.value_dim >= block);
-      init = f.weighted_sum.specialize(f.value_dim >= block);
-      update = f.weighted_sum.update().specialize(f.value_dim >= block);
-    }
-    wrapper.split(x.c, blk_c, lane_c, std::abs(block), tail).reorder(lane_c, lane_i, blk_c, blk_i);
-    if (!vectorized) return;
-    wrapper.vectorize(lane_c, t.vector).unroll(lane_c);
-    init.vectorize(x.c, t.vector).unroll(x.c);
-    update.vectorize(x.c, t.vector).unroll(x.c);
-  };
-  block_features(t.pv_cols, true, TailStrategy::ShiftInwards);
-  if (t.pv_cols > t.vector) block_features(t.vector, true, TailStrategy::ShiftInwards);
-  block_features(-t.pv_cols, false, TailStrategy::GuardWithIf);
 }
 
 // Prefill: many queries per tile, so Q·Kᵀ reuses each key across a register block of queries.
@@ -183,21 +148,34 @@ inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Va
   schedule_weighted_sum_by_key_chunks(f, t, tile);
 }
 
-// Decode (few queries): every stage runs along the keys, so a single query wastes no lanes and K
-// streams contiguously. Q·Kᵀ is one dot product per key, vectorized over d (rfactor into vector
-// partial sums, then one horizontal add), 4 keys at a time for independent FMA chains; the softmax
-// vectorizes over keys; P·V over value features.
+// Decode (few queries), split-KV: one parallel work item per (key split, head, batch), so even a
+// single head with a long KV cache fills every core; each item streams its split of K and V once
+// and leaves Dv + 1 floats per row (its output and logsumexp), which the tile of `out` combines.
+// Every stage runs along keys or features, never across queries, so Sq == 1 wastes no lanes.
+// Q·Kᵀ is one dot product per key, vectorized over d (rfactor into vector partial sums, then one
+// horizontal add), several keys at a time for independent FMA chains; the softmax vectorizes over
+// keys; P·V adds each key's whole row of v into the row's accumulators (measured: blocks of
+// features that pass over the split once per block read v at ~11 GB/s from memory on one core,
+// whole rows at ~18).
 inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
-  Var lane("lane"), blk_j("blk_j"), lane_j("lane_j");
+  Var item("item"), split_head("split_head"), lane("lane"), blk_j("blk_j"), lane_j("lane_j");
   RVar d_outer("d_outer"), d_lane("d_lane"), key_outer("key_outer"), key_lane("key_lane");
+  f.split_result.compute_root()
+      .reorder(x.c, x.i, x.s, x.h, x.b)
+      .fuse(x.s, x.h, split_head)
+      .fuse(split_head, x.b, item)
+      .parallel(item);
+  const LoopLevel at(f.split_result, item);
+  f.split_out.compute_at(at).vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  f.split_lse.compute_at(at);
+
   // q is not clamped in d: guard instead of rounding up.
-  f.q_scaled.compute_at(f.out, tile).vectorize(x.d, t.vector, TailStrategy::GuardWithIf);
+  f.q_scaled.compute_at(at).vectorize(x.d, t.vector, TailStrategy::GuardWithIf);
   Func lanes = f.scores.update().split(f.r_d, d_outer, d_lane, t.vector).rfactor(d_lane, lane);
-  f.scores.compute_at(f.out, tile).vectorize(x.j, t.vector);
-  // Key blocks outside the query rows: a block of k stays in L1 while every row of the tile uses
-  // it.
+  f.scores.compute_at(at).vectorize(x.j, t.vector);
+  // Key blocks outside the query rows: a block of k stays in L1 while every row uses it.
   f.scores.update()
       .split(x.j, blk_j, lane_j, t.score_keys_per_chain)
       .reorder(d_lane, lane_j, x.i, blk_j)
@@ -210,15 +188,25 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
       .unroll(x.j);
   lanes.update().reorder(lane, x.j, d_outer).vectorize(lane).unroll(x.j);
   for (Func stat : {f.row_max, f.row_sum}) {
-    stat.compute_at(f.out, tile);
+    stat.compute_at(at);
     stat.update().split(f.r_j, key_outer, key_lane, t.vector).atomic().vectorize(key_lane);
   }
-  f.weights.compute_at(f.out, tile).vectorize(x.j, t.vector);
+  f.weights.compute_at(at).vectorize(x.j, t.vector);
   if (f.masked) {
-    f.logits.compute_at(f.out, tile).vectorize(x.j, t.vector);
+    f.logits.compute_at(at).vectorize(x.j, t.vector);
     f.logits.specialize(f.has_bias);
   }
-  schedule_weighted_sum_in_place(f, t, tile);
+  // v is read once, in place (copying it would double the memory traffic). Guarded vectors keep
+  // the rows inside [0, Dv).
+  f.weighted_sum.compute_at(at).vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  f.weighted_sum.update()
+      .reorder(x.c, x.i, f.r_j)
+      .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+
+  // The combine: a few floats per split and row.
+  for (Func stat : {f.lse_max, f.split_weight, f.weight_total}) stat.compute_at(f.out, tile);
+  f.out_total.compute_at(f.out, tile).vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  f.out_total.update().reorder(x.c, x.i, f.r_s).vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
 }
 
 // Schedules out and logsumexp (both pipeline outputs) and every stage they consume.

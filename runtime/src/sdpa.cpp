@@ -24,6 +24,25 @@ using detail::ExpectedDim;
 // vs 14.0.
 constexpr int64_t kDecodeMaxQueries = 2;
 
+// Split-KV for the decode kernels: each (key split, head, batch) is one parallel work item. Splits
+// are made until every thread has about kDecodeItemsPerThread items (so uneven finishing times
+// even out), but never shorter than kMinSplitKeys keys, whose K and V rows dwarf the Dv + 1
+// floats each split hands to the combine. Split lengths are multiples of kSplitKeyMultiple (the
+// masked kernels skip keys in blocks of up to 16).
+constexpr int64_t kDecodeItemsPerThread = 4;
+constexpr int64_t kMinSplitKeys = 512;
+constexpr int64_t kSplitKeyMultiple = 64;
+
+int32_t decode_key_split(int64_t B, int64_t H, int64_t Sk) {
+  const int64_t items = std::max<int64_t>(B * H, 1);
+  const int64_t wanted = kDecodeItemsPerThread * num_threads();
+  const int64_t splits = std::clamp<int64_t>((wanted + items - 1) / items, 1,
+                                             (Sk + kMinSplitKeys - 1) / kMinSplitKeys);
+  const int64_t keys = (Sk + splits - 1) / splits;
+  return static_cast<int32_t>((keys + kSplitKeyMultiple - 1) / kSplitKeyMultiple *
+                              kSplitKeyMultiple);
+}
+
 // The masked kernels compute diagonal offsets and band ends in int32.
 constexpr int64_t kMaxMaskedSeq = int64_t(1) << 29;
 
@@ -272,7 +291,7 @@ Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
   return detail::run_kernel("sdpa_f32_masked_decode", sdpa_f32_masked_decode, hq.get(), hk.get(),
                             hv.get(), scale, hkl.get(), hql.get(), diag_offset, band_back,
                             band_forward, has_bias, hbool.get(), hadd.get(), hslopes.get(),
-                            m.softcap, false, hout.get(), hlse.get());
+                            m.softcap, false, decode_key_split(B, H, Sk), hout.get(), hlse.get());
 }
 
 }  // namespace
@@ -304,7 +323,7 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
                               scale, hout.get(), hlse.get());
   }
   return detail::run_kernel("sdpa_f32_decode", sdpa_f32_decode, hq.get(), hk.get(), hv.get(), scale,
-                            hout.get(), hlse.get());
+                            decode_key_split(B, H, k.shape[2]), hout.get(), hlse.get());
 }
 
 }  // namespace attention
