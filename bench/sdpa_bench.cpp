@@ -4,7 +4,10 @@
 //     sgemm O = P·V, with OpenBLAS;
 //   - naive loops (small shapes and decode only);
 //   - a square sgemm probe: the machine's practical peak, so every GFLOP/s reads as a % of it.
+//   - a copy probe: the memory bandwidth a large memcpy reaches, the ceiling of decode.
 // Every implementation's output is checked once against the math path before it is timed.
+// Decode shapes rotate through several copies of K and V, 256 MiB or more in all, so no iteration
+// finds its cache in L3.
 // Threads: ATTENTION_BENCH_THREADS, else all hardware threads, for our library and OpenBLAS alike.
 // bench/table.py turns the JSON output into a markdown table (scripts/bench.sh does both).
 #include <attention/attention.h>
@@ -49,7 +52,10 @@ struct Case {
 };
 
 const Case kCases[] = {
+    // (1, 8, S, S, 64) for S = 256 .. 8192: the sequence-length sweep of the plot.
+    {{1, 8, 8, 256, 256, 64}, true},
     {{1, 8, 8, 512, 512, 64}, true},
+    {{1, 8, 8, 1024, 1024, 64}, false},
     {{1, 8, 8, 2048, 2048, 64}, false},
     {{4, 12, 12, 256, 256, 64}, true},
     {{1, 16, 16, 1024, 1024, 128}, false},
@@ -68,6 +74,10 @@ const Case kCases[] = {
 constexpr int64_t kWindow = 256;
 
 const int kSgemmSizes[] = {1024, 2048};
+
+// Bytes each memcpy of the copy probe moves, and the least K+V a decode shape rotates through.
+constexpr int64_t kCopyProbeBytes = int64_t(256) << 20;
+constexpr double kDecodeRotationBytes = double(int64_t(256) << 20);
 
 constexpr float kMaxAbsDiff = 1e-4f;
 constexpr unsigned kSeed = 20240611;
@@ -105,6 +115,11 @@ int64_t q_size(const Shape& s) { return s.b * s.h * s.sq * s.d; }
 int64_t kv_size(const Shape& s) { return s.b * s.hkv * s.sk * s.d; }
 double attention_flops(const Shape& s) { return 4.0 * s.b * s.h * s.sq * s.sk * s.d; }
 double kv_bytes(const Shape& s) { return 2.0 * kv_size(s) * sizeof(float); }
+// Copies of K and V a shape's benchmark cycles through: decode reads each KV cache once per call.
+int kv_copies(const Shape& s) {
+  return s.sq == 1 ? std::max(2, static_cast<int>(std::ceil(kDecodeRotationBytes / kv_bytes(s))))
+                   : 1;
+}
 
 std::vector<float> random_floats(int64_t n, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
@@ -117,7 +132,8 @@ std::vector<float> random_floats(int64_t n, std::mt19937& rng) {
 // reference; made once (fixed seed) and kept for the whole run, outside every timed loop.
 struct Problem {
   Shape shape;
-  std::vector<float> q, k, v;
+  std::vector<float> q;
+  std::vector<float> k, v;  // kv_copies(shape) identical copies, one after the other
   std::vector<float> reference;  // the OpenBLAS math path's output, computed on first use
   std::vector<int32_t> lengths;  // kPadded: valid keys and queries per batch
   // The explicit mask of the math path: 0 or -inf per (query, key), one [Sq, Sk] plane per batch
@@ -171,6 +187,11 @@ Problem& problem_for(const Shape& s) {
     p.q = random_floats(q_size(s), rng);
     p.k = random_floats(kv_size(s), rng);
     p.v = random_floats(kv_size(s), rng);
+    for (std::vector<float>* kv : {&p.k, &p.v}) {
+      kv->reserve(kv->size() * kv_copies(s));
+      for (int copy = 1; copy < kv_copies(s); ++copy)
+        kv->insert(kv->end(), kv->begin(), kv->begin() + kv_size(s));
+    }
     build_mask(p, rng);
     it = problems.emplace(shape_name(s), std::move(p)).first;
   }
@@ -236,7 +257,8 @@ void softmax_rows(float* scores, int64_t rows, int64_t cols, const float* mask) 
 }
 
 // ---------------------------------------------------------------------------------------------
-// The implementations. Each computes out [B, H, Sq, D] from the problem's q, k, v.
+// The implementations. Each computes out [B, H, Sq, D] from the problem's q and copy `copy` of
+// its k and v.
 
 float default_scale(const Shape& s) { return 1.f / std::sqrt(static_cast<float>(s.d)); }
 
@@ -246,26 +268,26 @@ struct HeadSlices {
   float* out;
 };
 
-HeadSlices head_slices(const Problem& p, float* out, int64_t b, int64_t h) {
+HeadSlices head_slices(const Problem& p, float* out, int64_t b, int64_t h, int copy) {
   const Shape& s = p.shape;
-  const int64_t kv_head = b * s.hkv + h / (s.h / s.hkv);
+  const int64_t kv_offset = copy * kv_size(s) + (b * s.hkv + h / (s.h / s.hkv)) * s.sk * s.d;
   const int64_t q_offset = (b * s.h + h) * s.sq * s.d;
-  return {p.q.data() + q_offset, p.k.data() + kv_head * s.sk * s.d,
-          p.v.data() + kv_head * s.sk * s.d, out + q_offset};
+  return {p.q.data() + q_offset, p.k.data() + kv_offset, p.v.data() + kv_offset, out + q_offset};
 }
 
 // Heads run in parallel, one OpenBLAS call per head on its own thread (as a framework's batched
 // matmul does for many heads): measured here this beats OpenBLAS's own threading inside each call,
 // whose idle workers also keep spinning while a serial softmax runs. scores: one Sq×Sk workspace
 // per thread, reused across heads like a framework's scratch buffer.
-void openblas_math(const Problem& p, float* out, std::vector<std::vector<float>>& scores) {
+void openblas_math(const Problem& p, float* out, std::vector<std::vector<float>>& scores,
+                   int copy) {
   const Shape& s = p.shape;
   const int sq = static_cast<int>(s.sq), sk = static_cast<int>(s.sk), d = static_cast<int>(s.d);
   const int64_t heads = s.b * s.h;
 #pragma omp parallel for schedule(dynamic) num_threads(static_cast <int>(scores.size()))
   for (int64_t bh = 0; bh < heads; ++bh) {
     float* workspace = scores[omp_get_thread_num()].data();
-    const HeadSlices m = head_slices(p, out, bh / s.h, bh % s.h);
+    const HeadSlices m = head_slices(p, out, bh / s.h, bh % s.h, copy);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, sq, sk, d, default_scale(s), m.q, d, m.k,
                 d, 0.f, workspace, sk);
     const int64_t b = bh / s.h;
@@ -283,12 +305,12 @@ std::vector<std::vector<float>> math_workspaces(const Shape& s, int threads) {
 
 // Textbook loops, single-threaded: the floor every other figure is compared with.
 // row: an Sk workspace for one query row's weights.
-void naive_attention(const Problem& p, float* out, float* row) {
+void naive_attention(const Problem& p, float* out, float* row, int copy) {
   const Shape& s = p.shape;
   const float scale = default_scale(s);
   for (int64_t b = 0; b < s.b; ++b) {
     for (int64_t h = 0; h < s.h; ++h) {
-      const HeadSlices m = head_slices(p, out, b, h);
+      const HeadSlices m = head_slices(p, out, b, h, copy);
       for (int64_t i = 0; i < s.sq; ++i) {
         float max = -INFINITY;
         for (int64_t j = 0; j < s.sk; ++j) {
@@ -312,7 +334,7 @@ void naive_attention(const Problem& p, float* out, float* row) {
   }
 }
 
-attention::Status ours(const Problem& p, float* out) {
+attention::Status ours(const Problem& p, float* out, int copy) {
   const Shape& s = p.shape;
   attention::SdpaOptions options;
   attention::MaskOptions& m = options.mask;
@@ -333,12 +355,13 @@ attention::Status ours(const Problem& p, float* out) {
       break;
   }
   // The library takes mutable views; it only reads q, k and v.
-  auto view = [](const std::vector<float>& data, int64_t b, int64_t h, int64_t seq, int64_t d) {
-    return attention::TensorView::contiguous(const_cast<float*>(data.data()), {b, h, seq, d});
+  auto view = [](const float* data, int64_t b, int64_t h, int64_t seq, int64_t d) {
+    return attention::TensorView::contiguous(const_cast<float*>(data), {b, h, seq, d});
   };
+  const int64_t kv_offset = copy * kv_size(s);
   return attention::scaled_dot_product_attention(
-      view(p.q, s.b, s.h, s.sq, s.d), view(p.k, s.b, s.hkv, s.sk, s.d),
-      view(p.v, s.b, s.hkv, s.sk, s.d),
+      view(p.q.data(), s.b, s.h, s.sq, s.d), view(p.k.data() + kv_offset, s.b, s.hkv, s.sk, s.d),
+      view(p.v.data() + kv_offset, s.b, s.hkv, s.sk, s.d),
       attention::TensorView::contiguous(out, {s.b, s.h, s.sq, s.d}), options);
 }
 
@@ -350,7 +373,7 @@ const std::vector<float>& reference_of(Problem& p) {
     p.reference.resize(q_size(p.shape));
     std::vector<std::vector<float>> scores = math_workspaces(p.shape, bench_threads());
     openblas_set_num_threads(1);
-    openblas_math(p, p.reference.data(), scores);
+    openblas_math(p, p.reference.data(), scores, 0);
     // Idle OpenBLAS and OpenMP workers spin for a while (~0.1 s) before sleeping: let them, so they
     // do not take the cores from the benchmark that asked for this reference.
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
@@ -405,12 +428,14 @@ void report(benchmark::State& state, const Problem& p, const char* impl) {
 void BM_Ours(benchmark::State& state, Shape shape) {
   Problem& p = problem_for(shape);
   std::vector<float> out(q_size(shape), NAN);
-  attention::Status status = ours(p, out.data());
+  attention::Status status = ours(p, out.data(), 0);
   if (!status) fail("ours/" + shape_name(shape) + ": " + status.message());
   check_once("ours", p, out);
   bool all_ok = true;
+  int copy = 0;
   for (auto _ : state) {
-    all_ok &= ours(p, out.data()).ok();
+    all_ok &= ours(p, out.data(), copy).ok();
+    copy = (copy + 1) % kv_copies(shape);
     benchmark::ClobberMemory();
   }
   if (!all_ok) state.SkipWithError("scaled_dot_product_attention returned an error");
@@ -422,8 +447,10 @@ void BM_OpenBlasMath(benchmark::State& state, Shape shape) {
   std::vector<float> out(q_size(shape), NAN);
   std::vector<std::vector<float>> scores = math_workspaces(shape, bench_threads());
   openblas_set_num_threads(1);  // parallel over heads instead (see openblas_math)
+  int copy = 0;
   for (auto _ : state) {
-    openblas_math(p, out.data(), scores);
+    openblas_math(p, out.data(), scores, copy);
+    copy = (copy + 1) % kv_copies(shape);
     benchmark::ClobberMemory();
   }
   report(state, p, "openblas_math");
@@ -433,10 +460,12 @@ void BM_Naive(benchmark::State& state, Shape shape) {
   Problem& p = problem_for(shape);
   std::vector<float> out(q_size(shape), NAN);
   std::vector<float> row(shape.sk);
-  naive_attention(p, out.data(), row.data());
+  naive_attention(p, out.data(), row.data(), 0);
   check_once("naive", p, out);
+  int copy = 0;
   for (auto _ : state) {
-    naive_attention(p, out.data(), row.data());
+    naive_attention(p, out.data(), row.data(), copy);
+    copy = (copy + 1) % kv_copies(shape);
     benchmark::ClobberMemory();
   }
   report(state, p, "naive");
@@ -456,6 +485,26 @@ void BM_SgemmProbe(benchmark::State& state, int n) {
   state.SetLabel("sgemm");
   state.counters["GFLOP/s"] = per_second(2.0 * n * n * n * 1e-9);
   state.counters["M"] = state.counters["N"] = state.counters["K"] = n;
+}
+
+// Memory bandwidth: a large memcpy split across the benchmark's threads. GB/s counts the bytes
+// read plus the bytes written (STREAM's convention for copy).
+void BM_CopyProbe(benchmark::State& state, int64_t bytes) {
+  const std::vector<char> from(bytes, 1);
+  std::vector<char> to(bytes, 0);
+  const int threads = bench_threads();
+  const int64_t chunk = (bytes + threads - 1) / threads;
+  for (auto _ : state) {
+#pragma omp parallel for num_threads(threads)
+    for (int t = 0; t < threads; ++t) {
+      const int64_t begin = std::min(bytes, t * chunk), end = std::min(bytes, begin + chunk);
+      std::memcpy(to.data() + begin, from.data() + begin, end - begin);
+    }
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel("copy");
+  state.counters["GB/s"] = per_second(2.0 * bytes * 1e-9);
+  state.counters["bytes"] = static_cast<double>(bytes);
 }
 
 template <typename Fn, typename Arg>
@@ -485,6 +534,7 @@ void register_benchmarks() {
       if (impl.every_shape || c.with_naive)
         add(std::string("sdpa/") + impl.name + "/" + shape_name(c.shape), impl.run, c.shape);
   for (int n : kSgemmSizes) add("sgemm/" + std::to_string(n), BM_SgemmProbe, n);
+  add("copy/" + std::to_string(kCopyProbeBytes >> 20) + "MiB", BM_CopyProbe, kCopyProbeBytes);
 }
 
 int bench_threads_from_env() {

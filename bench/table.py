@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Prints sdpa_bench's Google Benchmark JSON as a markdown table, one row per attention shape.
+"""Prints sdpa_bench's Google Benchmark JSON as markdown tables, one row per attention shape.
 
-Usage: python3 bench/table.py BENCH.json
-  (BENCH.json from `sdpa_bench --benchmark_out=BENCH.json --benchmark_out_format=json`,
-   or `sdpa_bench --benchmark_format=json > BENCH.json`; `-` reads stdin.)
+Usage: python3 bench/table.py RUN.json [ONE_THREAD.json]
+  (RUN.json from `sdpa_bench --benchmark_out=RUN.json --benchmark_out_format=json`, `-` reads
+   stdin; ONE_THREAD.json: the same benchmark run with ATTENTION_BENCH_THREADS=1.)
 
-Columns: our GFLOP/s, the OpenBLAS math path's, the naive loops' (– where not run), ours / OpenBLAS,
-ours as % of the best sgemm probe of the same run, and for decode (Sq == 1) the K+V bandwidth.
-With --benchmark_repetitions the median is used. Python 3 standard library only.
+Main table (from RUN.json): our GFLOP/s, the OpenBLAS math path's, the naive loops' (– where not
+run), ours / OpenBLAS, ours as % of the best sgemm probe of the same run; for masked shapes the
+GFLOP/s of the visible (query, key) pairs only, also as % of sgemm; for decode (Sq == 1) the K+V
+bandwidth, ours and the math path's, and ours as % of the copy probe of the same run.
+With ONE_THREAD.json a second table gives each shape's 1-thread and multi-thread GFLOP/s and their
+ratio. With --benchmark_repetitions the median is used. Python 3 standard library only.
 """
 import json
 import statistics
@@ -16,6 +19,7 @@ from collections import OrderedDict
 
 SHAPE_KEYS = ("B", "H", "Hkv", "Sq", "Sk", "D")
 IMPLS = ("ours", "openblas_math", "naive")
+COUNTERS = ("GFLOP/s", "visible GFLOP/s", "GB/s")
 
 
 def load(path):
@@ -53,7 +57,7 @@ def representative_runs(benchmarks):
             result.append(medians[key])
             continue
         merged = dict(runs[0])
-        for counter in ("GFLOP/s", "GB/s"):
+        for counter in COUNTERS:
             values = [r[counter] for r in runs if counter in r]
             if values:
                 merged[counter] = statistics.median(values)
@@ -61,15 +65,24 @@ def representative_runs(benchmarks):
     return result
 
 
-def shape_of(run):
-    return tuple(int(run[k]) for k in SHAPE_KEYS)
+def shape_id(run):
+    """The shape part of "sdpa/<impl>/<shape>/...", e.g. 1x8x2048x2048x64_causal."""
+    return run.get("run_name", run["name"]).split("/")[2]
 
 
-def shape_label(shape):
-    b, h, hkv, sq, sk, d = shape
+def mask_of(run):
+    """The mask suffix of the shape id ("causal", "padded", "window256"), or ""."""
+    parts = shape_id(run).split("_")[1:]
+    return " ".join(p for p in parts if not p.startswith("kv"))
+
+
+def shape_label(run):
+    b, h, hkv, sq, sk, d = (int(run[k]) for k in SHAPE_KEYS)
     label = f"{b}×{h}×{sq}×{sk}×{d}"
     if hkv != h:
         label += f" (Hkv={hkv})"
+    if mask_of(run):
+        label += " " + mask_of(run)
     return label + (" decode" if sq == 1 else "")
 
 
@@ -85,50 +98,97 @@ def percent(fraction):
     return "–" if fraction is None else f"{100 * fraction:.0f}%"
 
 
-def table(data):
-    runs = representative_runs(data.get("benchmarks", []))
-    sgemm = {int(r["M"]): r["GFLOP/s"] for r in runs if impl_of(r) == "sgemm" and "M" in r}
-    peak = max(sgemm.values()) if sgemm else None
+class Run:
+    """The representative runs of one JSON file, grouped for the tables."""
 
-    # shape -> impl -> run
-    by_shape = OrderedDict()
-    for run in runs:
-        impl = impl_of(run)
-        if impl in IMPLS and all(k in run for k in SHAPE_KEYS):
-            by_shape.setdefault(shape_of(run), {})[impl] = run
+    def __init__(self, data):
+        runs = representative_runs(data.get("benchmarks", []))
+        self.context = data.get("context", {})
+        self.sgemm = {int(r["M"]): r["GFLOP/s"] for r in runs
+                      if impl_of(r) == "sgemm" and "M" in r}
+        self.peak = max(self.sgemm.values()) if self.sgemm else None
+        copies = [r["GB/s"] for r in runs if impl_of(r) == "copy" and "GB/s" in r]
+        self.copy = max(copies) if copies else None
+        # shape id -> impl -> run
+        self.by_shape = OrderedDict()
+        for run in runs:
+            impl = impl_of(run)
+            if impl in IMPLS and all(k in run for k in SHAPE_KEYS):
+                self.by_shape.setdefault(shape_id(run), {})[impl] = run
 
+    def ordered_shapes(self):
+        """Prefill shapes by work, masked after their twins, decode last (random interleaving makes
+        the run order meaningless)."""
+        def key(item):
+            run = next(iter(item[1].values()))
+            b, h, _, sq, sk, d = (int(run[k]) for k in SHAPE_KEYS)
+            return (sq == 1, b * h * sq * sk * d, mask_of(run))
+        return sorted(self.by_shape.items(), key=key)
+
+    def counter(self, shape, impl, name):
+        run = self.by_shape.get(shape, {}).get(impl)
+        return None if run is None else run.get(name)
+
+
+def main_table(run):
     lines = []
-    context = data.get("context", {})
-    probe = ", ".join(f"{n}³: {g:.1f}" for n, g in sorted(sgemm.items())) or "not run"
-    lines.append(f"threads: {context.get('threads', '?')} · sgemm probe GFLOP/s: {probe}")
+    probe = ", ".join(f"{n}³: {g:.1f}" for n, g in sorted(run.sgemm.items())) or "not run"
+    lines.append(f"threads: {run.context.get('threads', '?')} · sgemm probe GFLOP/s: {probe} · "
+                 f"copy probe GB/s (read + write): {fmt(run.copy)}")
     lines.append("")
     lines.append("| shape (B×H×Sq×Sk×D) | ours GFLOP/s | OpenBLAS math GFLOP/s | naive GFLOP/s "
-                 "| ours / OpenBLAS | ours % of sgemm | decode GB/s (ours / math) |")
-    lines.append("|---|---:|---:|---:|---:|---:|---:|")
-    # Prefill shapes by work, decode last: random interleaving makes the run order meaningless.
-    def row_order(shape):
-        b, h, _, sq, sk, d = shape
-        return (sq == 1, b * h * sq * sk * d)
-
-    for shape, impls in sorted(by_shape.items(), key=lambda item: row_order(item[0])):
-        gflops = {impl: impls[impl]["GFLOP/s"] if impl in impls else None for impl in IMPLS}
-        bandwidth = "–"
-        if shape[3] == 1:
-            gbs = [impls[i].get("GB/s") if i in impls else None for i in ("ours", "openblas_math")]
+                 "| ours / OpenBLAS | ours % of sgemm | visible GFLOP/s (ours, % of sgemm) "
+                 "| decode GB/s (ours / math) | decode % of copy |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for shape, impls in run.ordered_shapes():
+        gflops = {impl: run.counter(shape, impl, "GFLOP/s") for impl in IMPLS}
+        any_run = next(iter(impls.values()))
+        visible = run.counter(shape, "ours", "visible GFLOP/s")
+        visible_cell = "–" if visible is None else \
+            f"{fmt(visible)} ({percent(ratio(visible, run.peak))})"
+        bandwidth, of_copy = "–", "–"
+        if int(any_run["Sq"]) == 1:
+            gbs = [run.counter(shape, i, "GB/s") for i in ("ours", "openblas_math")]
             bandwidth = " / ".join(fmt(g) for g in gbs)
+            of_copy = percent(ratio(gbs[0], run.copy))
         lines.append(
-            f"| {shape_label(shape)} | {fmt(gflops['ours'])} | {fmt(gflops['openblas_math'])} "
+            f"| {shape_label(any_run)} | {fmt(gflops['ours'])} | {fmt(gflops['openblas_math'])} "
             f"| {fmt(gflops['naive'])} | {fmt(ratio(gflops['ours'], gflops['openblas_math']), 2)} "
-            f"| {percent(ratio(gflops['ours'], peak))} "
-            f"| {bandwidth} |")
-    return "\n".join(lines)
+            f"| {percent(ratio(gflops['ours'], run.peak))} | {visible_cell} "
+            f"| {bandwidth} | {of_copy} |")
+    return lines
+
+
+def scaling_table(run, one):
+    threads = run.context.get("threads", "?")
+    lines = ["", f"Thread scaling: 1 thread vs {threads} (GFLOP/s; decode: GB/s)", ""]
+    lines.append(f"| shape | ours 1t | ours {threads}t | ours speed-up | math 1t | math {threads}t "
+                 "| math speed-up |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|")
+    for shape, impls in run.ordered_shapes():
+        any_run = next(iter(impls.values()))
+        name = "GB/s" if int(any_run["Sq"]) == 1 else "GFLOP/s"
+        cells = []
+        for impl in ("ours", "openblas_math"):
+            single, multi = one.counter(shape, impl, name), run.counter(shape, impl, name)
+            cells += [fmt(single), fmt(multi), fmt(ratio(multi, single), 2)]
+        lines.append(f"| {shape_label(any_run)} | " + " | ".join(cells) + " |")
+    probes = [("sgemm probe (best)", one.peak, run.peak), ("copy probe GB/s", one.copy, run.copy)]
+    for label, single, multi in probes:
+        lines.append(f"| {label} | {fmt(single)} | {fmt(multi)} | {fmt(ratio(multi, single), 2)} "
+                     "| | | |")
+    return lines
 
 
 def main(argv):
-    if len(argv) != 2 or argv[1] in ("-h", "--help"):
+    if len(argv) not in (2, 3) or argv[1] in ("-h", "--help"):
         print(__doc__.strip(), file=sys.stderr)
         return 2
-    print(table(load(argv[1])))
+    run = Run(load(argv[1]))
+    lines = main_table(run)
+    if len(argv) == 3:
+        lines += scaling_table(run, Run(load(argv[2])))
+    print("\n".join(lines))
     return 0
 
 

@@ -114,6 +114,27 @@ TEST(MaskedSdpa, CombinationsMatchReference) {
   }
 }
 
+// Decode with few heads and long KV caches: the runtime splits the keys (split-KV) into 3 to 6
+// splits of 512+ keys here, so these check the splits' combine, splits
+// a mask leaves empty (key lengths, a window near the end, causal top-left with Sq < Sk) and a last
+// split that ends before its key_split.
+TEST(MaskedSdpa, SplitKvDecodeMatchesReference) {
+  const uint64_t seed = seed_for_current_test();
+  const SdpaCase shapes[] = {
+      sdpa_case(1, 1, 1, 1, 2100, 64, 64),
+      sdpa_case(1, 2, 1, 2, 1500, 32, 40).layout(Layout::kPadded),
+      sdpa_case(2, 1, 1, 1, 3000, 128, 128),
+  };
+  for (const SdpaCase& c : shapes) {
+    expect_sdpa_matches_reference(SdpaCase(c).with_logsumexp(), seed);
+    for (const std::vector<MaskSpec>& specs : {single_masks(), combined_masks()}) {
+      for (const MaskSpec& m : specs) {
+        expect_masked_sdpa_matches_reference(SdpaCase(c).with_logsumexp(), m, seed);
+      }
+    }
+  }
+}
+
 // Both alignments at Sq < Sk, Sq > Sk, Sq = Sk and Sq = 1, over more than one query tile and with
 // strided layouts.
 TEST(MaskedSdpa, CausalAlignmentsAllShapes) {

@@ -52,6 +52,7 @@ std::vector<SdpaCase> varied_cases() {
       sdpa_case(3, 2, 1, 49, 17, 8, 8).layout(Layout::kSHBD),
       sdpa_case(1, 1, 1, 200, 200, 128, 64).with_scale(-0.5f),
       sdpa_case(2, 4, 4, 1, 1, 16, 16).with_logsumexp(),
+      sdpa_case(1, 1, 1, 1, 3000, 64, 64).with_logsumexp(),  // decode in several key splits
   };
 }
 

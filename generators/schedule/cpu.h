@@ -1,8 +1,9 @@
 // CPU schedule (x86 SSE4.1/AVX2/AVX-512, ARM NEON) for the SDPA Funcs of algorithm/sdpa.h.
 //
-// Work item: one query tile of one (batch, head). Per tile, the scores of its queries against every
-// key live in a buffer stored key-major (queries innermost), so Q·Kᵀ vectorizes over queries and
-// the softmax runs down columns; the score matrix never exists beyond one tile.
+// Prefill work item: one query tile of one (batch, head). Per tile, the scores of its queries
+// against every key live in a buffer stored key-major (queries innermost), so Q·Kᵀ vectorizes over
+// queries and the softmax runs down columns; the score matrix never exists beyond one tile.
+// Decode work item: one key split of one (batch, head) (split-KV, see schedule_decode_stages).
 #pragma once
 
 #include "Halide.h"
@@ -15,7 +16,7 @@ struct CpuTiling {
   int vector;                // fp32 lanes per vector register
   int score_queries;         // prefill Q·Kᵀ register block: queries (a multiple of vector)
   int score_keys;            // prefill Q·Kᵀ register block: keys
-  int score_keys_per_chain;  // decode Q·Kᵀ: keys whose dot products run side by side
+  int dot_lanes;             // decode Q·Kᵀ: partial sums per dot product (a multiple of vector)
   int pv_rows;               // prefill P·V register block: query rows
   int pv_cols;               // prefill P·V register block: value features (a multiple of vector)
   int query_tile;            // queries per work item
@@ -51,7 +52,10 @@ inline CpuTiling cpu_tiling(const Halide::Target& target, bool wide_queries) {
   } else {
     // Few queries: stages run along keys or features, never across queries, so Sq == 1 wastes no
     // lanes. Fields not set here stay 0 (unused by the decode schedule).
-    t.score_keys_per_chain = 4;  // dot products in flight at once (FMA latency ~4 cycles)
+    // 4 vector accumulators: independent FMA chains within one key's row, which is read front to
+    // back (interleaving 4-8 rows of k, one chain each, read k at 7-9 GB/s on one core in a
+    // harness, one row at a time at 15).
+    t.dot_lanes = 4 * t.vector;
     t.query_tile = t.vector;
     // Decode reductions vectorize along keys: ranges in whole vectors keep every lane's predicate
     // the same (a per-lane predicate would scalarize the loop).
@@ -153,14 +157,14 @@ inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Va
 // and leaves Dv + 1 floats per row (its output and logsumexp), which the tile of `out` combines.
 // Every stage runs along keys or features, never across queries, so Sq == 1 wastes no lanes.
 // Q·Kᵀ is one dot product per key, vectorized over d (rfactor into vector partial sums, then one
-// horizontal add), several keys at a time for independent FMA chains; the softmax vectorizes over
+// horizontal add), one key at a time so k streams in order; the softmax vectorizes over
 // keys; P·V adds each key's whole row of v into the row's accumulators (measured: blocks of
 // features that pass over the split once per block read v at ~11 GB/s from memory on one core,
 // whole rows at ~18).
 inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
-  Var item("item"), split_head("split_head"), lane("lane"), blk_j("blk_j"), lane_j("lane_j");
+  Var item("item"), split_head("split_head"), lane("lane");
   RVar d_outer("d_outer"), d_lane("d_lane"), key_outer("key_outer"), key_lane("key_lane");
   f.split_result.compute_root()
       .reorder(x.c, x.i, x.s, x.h, x.b)
@@ -173,20 +177,15 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
 
   // q is not clamped in d: guard instead of rounding up.
   f.q_scaled.compute_at(at).vectorize(x.d, t.vector, TailStrategy::GuardWithIf);
-  Func lanes = f.scores.update().split(f.r_d, d_outer, d_lane, t.vector).rfactor(d_lane, lane);
+  Func lanes = f.scores.update().split(f.r_d, d_outer, d_lane, t.dot_lanes).rfactor(d_lane, lane);
   f.scores.compute_at(at).vectorize(x.j, t.vector);
-  // Key blocks outside the query rows: a block of k stays in L1 while every row uses it.
-  f.scores.update()
-      .split(x.j, blk_j, lane_j, t.score_keys_per_chain)
-      .reorder(d_lane, lane_j, x.i, blk_j)
-      .atomic()
-      .vectorize(d_lane);
-  lanes.compute_at(f.scores, x.i)
-      .reorder_storage(lane, x.j)
-      .reorder(lane, x.j)
-      .vectorize(lane)
-      .unroll(x.j);
-  lanes.update().reorder(lane, x.j, d_outer).vectorize(lane).unroll(x.j);
+  // Keys outside the query rows: a key's row of k stays in L1 while every row uses it.
+  f.scores.update().reorder(d_lane, x.i, x.j).atomic().vectorize(d_lane);
+  // The lanes' horizontal add has min(D, dot_lanes) terms: constant, and so vectorized, here.
+  f.scores.update().specialize(f.head_dim >= t.dot_lanes);
+  // Vectors of dot_lanes lanes: the backend splits them into independent registers.
+  lanes.compute_at(f.scores, x.i).vectorize(lane);
+  lanes.update().reorder(lane, d_outer).vectorize(lane);
   for (Func stat : {f.row_max, f.row_sum}) {
     stat.compute_at(at);
     stat.update().split(f.r_j, key_outer, key_lane, t.vector).atomic().vectorize(key_lane);

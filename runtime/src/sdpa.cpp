@@ -24,19 +24,20 @@ using detail::ExpectedDim;
 // vs 14.0.
 constexpr int64_t kDecodeMaxQueries = 2;
 
-// Split-KV for the decode kernels: each (key split, head, batch) is one parallel work item. Splits
-// are made until every thread has about kDecodeItemsPerThread items (so uneven finishing times
-// even out), but never shorter than kMinSplitKeys keys, whose K and V rows dwarf the Dv + 1
-// floats each split hands to the combine. Split lengths are multiples of kSplitKeyMultiple (the
+// Split-KV for the decode kernels: each (key split, head, batch) is one parallel work item. Keys
+// are split until there are about kDecodeWorkItems items (enough for every core of a large
+// machine to get one, and uneven finishing times to even out on a small one), but no split is
+// shorter than kMinSplitKeys keys, whose K and V rows dwarf the Dv + 1 floats each split hands to
+// the combine. The count depends on the shape only, never on the thread count, so results stay
+// bit-identical for any number of threads. Split lengths are multiples of kSplitKeyMultiple (the
 // masked kernels skip keys in blocks of up to 16).
-constexpr int64_t kDecodeItemsPerThread = 4;
+constexpr int64_t kDecodeWorkItems = 64;
 constexpr int64_t kMinSplitKeys = 512;
 constexpr int64_t kSplitKeyMultiple = 64;
 
 int32_t decode_key_split(int64_t B, int64_t H, int64_t Sk) {
   const int64_t items = std::max<int64_t>(B * H, 1);
-  const int64_t wanted = kDecodeItemsPerThread * num_threads();
-  const int64_t splits = std::clamp<int64_t>((wanted + items - 1) / items, 1,
+  const int64_t splits = std::clamp<int64_t>((kDecodeWorkItems + items - 1) / items, 1,
                                              (Sk + kMinSplitKeys - 1) / kMinSplitKeys);
   const int64_t keys = (Sk + splits - 1) / splits;
   return static_cast<int32_t>((keys + kSplitKeyMultiple - 1) / kSplitKeyMultiple *
