@@ -133,7 +133,7 @@ std::vector<float> random_floats(int64_t n, std::mt19937& rng) {
 struct Problem {
   Shape shape;
   std::vector<float> q;
-  std::vector<float> k, v;  // kv_copies(shape) identical copies, one after the other
+  std::vector<float> k, v;       // kv_copies(shape) identical copies, one after the other
   std::vector<float> reference;  // the OpenBLAS math path's output, computed on first use
   std::vector<int32_t> lengths;  // kPadded: valid keys and queries per batch
   // The explicit mask of the math path: 0 or -inf per (query, key), one [Sq, Sk] plane per batch
@@ -432,10 +432,11 @@ void BM_Ours(benchmark::State& state, Shape shape) {
   if (!status) fail("ours/" + shape_name(shape) + ": " + status.message());
   check_once("ours", p, out);
   bool all_ok = true;
+  const int copies = kv_copies(shape);
   int copy = 0;
   for (auto _ : state) {
     all_ok &= ours(p, out.data(), copy).ok();
-    copy = (copy + 1) % kv_copies(shape);
+    copy = (copy + 1) % copies;
     benchmark::ClobberMemory();
   }
   if (!all_ok) state.SkipWithError("scaled_dot_product_attention returned an error");
@@ -447,10 +448,11 @@ void BM_OpenBlasMath(benchmark::State& state, Shape shape) {
   std::vector<float> out(q_size(shape), NAN);
   std::vector<std::vector<float>> scores = math_workspaces(shape, bench_threads());
   openblas_set_num_threads(1);  // parallel over heads instead (see openblas_math)
+  const int copies = kv_copies(shape);
   int copy = 0;
   for (auto _ : state) {
     openblas_math(p, out.data(), scores, copy);
-    copy = (copy + 1) % kv_copies(shape);
+    copy = (copy + 1) % copies;
     benchmark::ClobberMemory();
   }
   report(state, p, "openblas_math");
@@ -462,10 +464,11 @@ void BM_Naive(benchmark::State& state, Shape shape) {
   std::vector<float> row(shape.sk);
   naive_attention(p, out.data(), row.data(), 0);
   check_once("naive", p, out);
+  const int copies = kv_copies(shape);
   int copy = 0;
   for (auto _ : state) {
     naive_attention(p, out.data(), row.data(), copy);
-    copy = (copy + 1) % kv_copies(shape);
+    copy = (copy + 1) % copies;
     benchmark::ClobberMemory();
   }
   report(state, p, "naive");

@@ -63,7 +63,6 @@ struct SdpaFuncs {
   Halide::Func out;           // (c, i, h, b)  weighted_sum / row_sum
   Halide::Func logsumexp;     // (i, h, b)     row_max + log(row_sum), natural log
   // Split-KV only (undefined otherwise).
-  bool split = false;
   Halide::Func split_out;     // (c, s, i, h, b)  the split's own normalized output
   Halide::Func split_lse;     // (s, i, h, b)     the split's own logsumexp (-inf: no visible key)
   Halide::Func split_result;  // (c, s, i, h, b)  split_out for c < Dv, split_lse at c = Dv
@@ -90,6 +89,29 @@ inline Halide::Expr masked_logits(const MaskInputs& m, const Halide::Expr& score
   return select(visible, select(m.has_bias, biased, score), Float(32).min());
 }
 
+// What a row's softmax subtracts given its max: the max, or 0 for a row without any visible key
+// (max -inf), whose weights then stay exp(-inf) = 0 instead of exp(-inf + inf) = NaN.
+inline Halide::Expr softmax_shift(const Halide::Expr& max) {
+  return Halide::select(max == Halide::Float(32).min(), 0.0f, max);
+}
+
+// A row's output from its unnormalized weighted sum and weight sum. Masked: a row without any
+// visible key outputs zeros (its sum is exactly 0; a NaN sum is not).
+inline Halide::Expr normalized_output(const Halide::Expr& weighted, const Halide::Expr& sum,
+                                      bool masked) {
+  Halide::Expr normalized = weighted / sum;
+  return masked ? Halide::select(sum == 0.0f, 0.0f, normalized) : normalized;
+}
+
+// A row's natural logsumexp, max + log(sum) for weights taken relative to max. Halide's log() maps
+// NaN to a finite value, so a NaN sum (a NaN score) is kept; masked: -inf for a row without any
+// visible key.
+inline Halide::Expr row_logsumexp(const Halide::Expr& max, const Halide::Expr& sum, bool masked) {
+  using namespace Halide;
+  Expr lse = select(is_nan(sum), sum, max + log(sum));
+  return masked ? select(sum == 0.0f, Float(32).min(), lse) : lse;
+}
+
 // Split-KV: merges the splits' (out, logsumexp) pairs into f.out and f.logsumexp. With
 // m = max_s lse_s and w_s = exp(lse_s - m): out = sum_s w_s out_s / sum_s w_s and
 // lse = m + log(sum_s w_s). A split without visible keys has lse_s = -inf, so w_s = 0.
@@ -108,9 +130,8 @@ inline void combine_splits(SdpaFuncs& f, const Halide::Expr& value_dim,
   f.lse_max = Func("lse_max");
   f.lse_max(i, h, b) = Float(32).min();
   f.lse_max(i, h, b) = max(f.lse_max(i, h, b), f.split_result(value_dim, r_s, i, h, b));
-  Expr lse_max = f.lse_max(i, h, b);
   // Every split empty (a fully masked row): subtract 0, so each weight is exp(-inf) = 0.
-  Expr shift = select(lse_max == Float(32).min(), 0.0f, lse_max);
+  Expr shift = softmax_shift(f.lse_max(i, h, b));
   f.split_weight = Func("split_weight");
   f.split_weight(s, i, h, b) = exp2_nonpositive((lse_s - shift) * float(M_LOG2E));
   f.weight_total = Func("weight_total");
@@ -122,11 +143,9 @@ inline void combine_splits(SdpaFuncs& f, const Halide::Expr& value_dim,
 
   Expr total = f.weight_total(i, h, b);
   f.out = Func("out");
-  Expr normalized = f.out_total(c, i, h, b) / total;
-  f.out(c, i, h, b) = f.masked ? select(total == 0.0f, 0.0f, normalized) : normalized;
+  f.out(c, i, h, b) = normalized_output(f.out_total(c, i, h, b), total, f.masked);
   f.logsumexp = Func("logsumexp");
-  Expr lse = select(is_nan(total), total, shift + log(total));
-  f.logsumexp(i, h, b) = f.masked ? select(total == 0.0f, Float(32).min(), lse) : lse;
+  f.logsumexp(i, h, b) = row_logsumexp(shift, total, f.masked);
 }
 
 inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
@@ -139,19 +158,19 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.head_dim = in.head_dim;
   f.value_dim = in.value_dim;
   f.values = in.v;
-  f.split = in.key_split.defined();
+  const bool split = in.key_split.defined();
   f.masked = in.mask != nullptr;
   f.r_d = RDom(0, in.head_dim, "r_d");
   // The keys one reduction covers: all of them, or split s's.
-  Expr first_key = f.split ? s * in.key_split : Expr(0);
-  Expr span = f.split ? in.key_split : in.seq_k;
+  Expr first_key = split ? s * in.key_split : Expr(0);
+  Expr span = split ? in.key_split : in.seq_k;
   // The key each reduction step reads.
   Expr key;
   if (!f.masked) {
     f.r_j = RDom(0, span, "r_j");
     key = first_key + f.r_j;
     // The last split may run past Sk (reads there are clamped; these keys are left out).
-    if (f.split) f.r_j.where(key < in.seq_k);
+    if (split) f.r_j.where(key < in.seq_k);
   } else {
     // Keys in whole blocks, and only blocks that meet the range visible to the row's group.
     const MaskInputs& m = *in.mask;
@@ -161,7 +180,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     KeyRange range = visible_keys(m, first_row, first_row + group - 1, b, in.seq_k);
     Expr lo = max(range.begin, 0) / kb * kb;
     Expr hi = (range.end + kb - 1) / kb * kb - 1;
-    if (f.split) {
+    if (split) {
       lo = max(lo, first_key);
       hi = min(hi, first_key + span - 1);
     }
@@ -190,7 +209,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
 
   // Per-row statistics: indexed (i, h, b), or (s, i, h, b) per split; `at(e)` puts e in front.
   std::vector<Expr> row = {i, h, b};
-  if (f.split) row.insert(row.begin(), s);
+  if (split) row.insert(row.begin(), s);
   auto at = [&](const Expr& e) {
     std::vector<Expr> args = row;
     args.insert(args.begin(), e);
@@ -200,10 +219,8 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.row_max = Func("row_max");
   f.row_max(row) = Float(32).min();
   f.row_max(row) = max(f.row_max(row), f.logits(key, i, h, b));
-  // A fully masked row has max -inf; subtracting 0 instead keeps its weights exp(-inf) = 0, not
-  // exp(-inf + inf) = NaN.
   Expr row_max = f.row_max(row);
-  Expr shift = f.masked ? select(row_max == Float(32).min(), 0.0f, row_max) : row_max;
+  Expr shift = f.masked ? softmax_shift(row_max) : row_max;
 
   // exp(s - m) = 2^((s - m) * log2(e)); subtracting the max first keeps the rounding of the
   // multiply relative to the (small) distance from the max, not to the logit's magnitude.
@@ -221,18 +238,13 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   if (f.masked) term = select(in.values_finite, term, select(weight == 0.0f, 0.0f, term));
   f.weighted_sum(at(c)) += term;
 
-  Func out_rows(f.split ? "split_out" : "out");
+  Func out_rows(split ? "split_out" : "out");
   Expr row_sum = f.row_sum(row);
-  Expr normalized = f.weighted_sum(at(c)) / row_sum;
-  // Masked: a row without any visible key outputs zeros (its sum is exactly 0; a NaN sum is not).
-  out_rows(at(c)) = f.masked ? select(row_sum == 0.0f, 0.0f, normalized) : normalized;
+  out_rows(at(c)) = normalized_output(f.weighted_sum(at(c)), row_sum, f.masked);
+  Func lse_rows(split ? "split_lse" : "logsumexp");
+  lse_rows(row) = row_logsumexp(row_max, row_sum, f.masked);
 
-  Func lse_rows(f.split ? "split_lse" : "logsumexp");
-  // Halide's log() maps NaN to a finite value: keep a NaN row_sum (a NaN score) visible.
-  Expr lse = select(is_nan(row_sum), row_sum, row_max + log(row_sum));
-  lse_rows(row) = f.masked ? select(row_sum == 0.0f, Float(32).min(), lse) : lse;
-
-  if (!f.split) {
+  if (!split) {
     f.out = out_rows;
     f.logsumexp = lse_rows;
     return f;
