@@ -52,11 +52,11 @@ class SdpaGeneratorBase : public Generator<Self> {
   GeneratorInput<Buffer<float, 4>> v{"v"};  // (c, j, kv_head, b)
   GeneratorInput<float> scale{"scale"};
 
-  // Decode kernels also take key_split (int32, after every other input): keys per split-KV work
-  // item, a multiple of 64 (see algorithm/sdpa.h); the runtime sizes it so every core gets work.
-  void configure() {
-    if (!prefill()) key_split_ = this->template add_input<int32_t>("key_split");
-  }
+  // Every kernel also takes key_split (int32, after every other input): keys per split, in which
+  // the kernel walks the keys (see algorithm/sdpa.h); the runtime picks it from the shape. Decode:
+  // each split is a parallel work item (a multiple of 64). Prefill: a query tile's splits run one
+  // after another, so its score buffers stay in cache.
+  void configure() { key_split_ = this->template add_input<int32_t>("key_split"); }
 
  protected:
   GeneratorInput<int32_t>* key_split_ = nullptr;
@@ -77,19 +77,16 @@ class SdpaGeneratorBase : public Generator<Self> {
     in.k = clamp_positions(k);
     // Prefill stages v per head, padded with zero features so P·V blocks never need a tail; decode
     // reads v once and in place. Bounds inference ignores the predicates that keep reductions
-    // inside [0, Sk) (the last split, masked key ranges), so positions are clamped where those
-    // apply.
-    if (!prefill()) {
-      in.v = clamp_positions(v);
-      in.key_split = *key_split_;
-    } else if (!mask) {
-      in.v = zero_pad_features(v);
-    } else {
+    // inside [0, Sk) (the last split, masked key ranges), so positions are clamped.
+    if (prefill()) {
       Func padded = zero_pad_features(v);
       Var c, j, h, b;
       in.v = Func("v_padded_clamped");
       in.v(c, j, h, b) = padded(c, clamp(j, v.dim(1).min(), v.dim(1).max()), h, b);
+    } else {
+      in.v = clamp_positions(v);
     }
+    in.key_split = *key_split_;
     in.scale = scale;
     in.head_dim = q.dim(0).extent();
     in.value_dim = v.dim(0).extent();
@@ -128,6 +125,7 @@ class SdpaGeneratorBase : public Generator<Self> {
     k.set_estimates({{0, d}, {0, sk}, {0, heads}, {0, batch}});
     v.set_estimates({{0, d}, {0, sk}, {0, heads}, {0, batch}});
     scale.set_estimate(0.125f);
+    key_split_->set_estimate(512);
     out.set_estimates({{0, d}, {0, sq}, {0, heads}, {0, batch}});
     lse.set_estimates({{0, sq}, {0, heads}, {0, batch}});
   }

@@ -30,12 +30,11 @@ HalideBuffer halide_view(const attention::TensorView& t) {
   return HalideBuffer(static_cast<float*>(t.data), t.rank, dims.data());
 }
 
-// key_split: decode only, keys per split-KV work item.
+// key_split: keys per split (decode: per work item; prefill: per pass over a query tile).
 void expect_kernel_matches_reference(const SdpaCase& c, bool prefill, uint64_t seed,
-                                     int32_t key_split = 0) {
-  SCOPED_TRACE(describe(c) +
-               (prefill ? ", prefill" : ", decode, key_split " + std::to_string(key_split)) + ", " +
-               seed_note(seed));
+                                     int32_t key_split) {
+  SCOPED_TRACE(describe(c) + (prefill ? ", prefill" : ", decode") + ", key_split " +
+               std::to_string(key_split) + ", " + seed_note(seed));
   SdpaTensors tensors(c, seed);
   const float scale = static_cast<float>(c.effective_scale());
   HalideBuffer q = halide_view(tensors.q.view()), k = halide_view(tensors.k.view()),
@@ -43,7 +42,7 @@ void expect_kernel_matches_reference(const SdpaCase& c, bool prefill, uint64_t s
                lse = halide_view(tensors.lse.view());
   // No user_context: errors, if any, go to stderr and the return code.
   const int code = prefill
-                       ? sdpa_f32_prefill_avx512_tiles(nullptr, q, k, v, scale, out, lse)
+                       ? sdpa_f32_prefill_avx512_tiles(nullptr, q, k, v, scale, key_split, out, lse)
                        : sdpa_f32_decode_avx512_tiles(nullptr, q, k, v, scale, key_split, out, lse);
   ASSERT_EQ(code, 0);
   std::vector<double> expected_out, expected_lse;
@@ -63,10 +62,14 @@ TEST(Avx512Tiling, KernelsMatchReference) {
   }
   const uint64_t seed = seed_for_current_test();
   for (int64_t dv : kValueDims) {
-    // Prefill: ragged 48-query tiles; decode: 1 to 47 queries (a 16-query tile, ragged).
-    expect_kernel_matches_reference(sdpa_case(1, 2, 2, 97, 37, 64, dv).with_logsumexp(), true,
-                                    seed);
-    expect_kernel_matches_reference(sdpa_case(2, 4, 2, 48, 9, 59, dv).with_logsumexp(), true, seed);
+    // Prefill: ragged 48-query tiles, 37 keys in one split or in splits of 16 (the last holds 5);
+    // decode: 1 to 47 queries (a 16-query tile, ragged).
+    for (int32_t key_split : {16, 40}) {
+      expect_kernel_matches_reference(sdpa_case(1, 2, 2, 97, 37, 64, dv).with_logsumexp(), true,
+                                      seed, key_split);
+    }
+    expect_kernel_matches_reference(sdpa_case(2, 4, 2, 48, 9, 59, dv).with_logsumexp(), true, seed,
+                                    16);
     // 70 keys in one split, or in splits of 64 (the last holds 6 keys).
     for (int64_t queries : {1, 15, 17, 47}) {
       for (int32_t key_split : {64, 128}) {
@@ -76,7 +79,8 @@ TEST(Avx512Tiling, KernelsMatchReference) {
     }
   }
   expect_kernel_matches_reference(
-      sdpa_case(1, 3, 3, 130, 131, 111, 80).layout(Layout::kPadded).with_logsumexp(), true, seed);
+      sdpa_case(1, 3, 3, 130, 131, 111, 80).layout(Layout::kPadded).with_logsumexp(), true, seed,
+      48);
 }
 
 }  // namespace

@@ -65,7 +65,7 @@ struct SdpaFuncs {
   // Split-KV only (undefined otherwise).
   Halide::Func split_out;     // (c, s, i, h, b)  the split's own normalized output
   Halide::Func split_lse;     // (s, i, h, b)     the split's own logsumexp (-inf: no visible key)
-  Halide::Func split_result;  // (c, s, i, h, b)  split_out for c < Dv, split_lse at c = Dv
+  Halide::Func split_result;  // (c, s, i, h, b)  Tuple(split_out, split_lse)
   Halide::Func lse_max;       // (i, h, b)        max_s split_lse
   Halide::Func split_weight;  // (s, i, h, b)     exp(split_lse - lse_max)
   Halide::Func weight_total;  // (i, h, b)        sum_s split_weight
@@ -112,34 +112,52 @@ inline Halide::Expr row_logsumexp(const Halide::Expr& max, const Halide::Expr& s
   return masked ? select(sum == 0.0f, Float(32).min(), lse) : lse;
 }
 
+// The keys a masked row's reductions visit (its group's visible range in whole key blocks), or an
+// undefined `any_row` for every key.
+struct VisitedKeys {
+  Halide::Expr any_row;  // false: the row sees no key at all
+  Halide::Expr first, last;
+};
+
 // Split-KV: merges the splits' (out, logsumexp) pairs into f.out and f.logsumexp. With
 // m = max_s lse_s and w_s = exp(lse_s - m): out = sum_s w_s out_s / sum_s w_s and
-// lse = m + log(sum_s w_s). A split without visible keys has lse_s = -inf, so w_s = 0.
-inline void combine_splits(SdpaFuncs& f, const Halide::Expr& value_dim,
-                           const Halide::Expr& num_splits) {
+// lse = m + log(sum_s w_s). A split without visible keys has lse_s = -inf, so w_s = 0; masked, the
+// combine visits only the splits that meet `visited` (block skipping at split granularity), so
+// no split outside them is ever computed.
+inline void combine_splits(SdpaFuncs& f, const Halide::Expr& key_split,
+                           const Halide::Expr& num_splits, const VisitedKeys& visited) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
   Var c = x.c, s = x.s, i = x.i, h = x.h, b = x.b;
-  // One Func holds everything a split hands on, so a schedule computes each split in one place.
+  // One Func holds everything a split hands on, so a schedule computes each split in one place:
+  // (out, lse) at every feature, the lse repeated so the pair needs no clamp or select per feature.
   f.split_result = Func("split_result");
-  f.split_result(c, s, i, h, b) = select(
-      c < value_dim, f.split_out(min(c, value_dim - 1), s, i, h, b), f.split_lse(s, i, h, b));
-  Expr lse_s = f.split_result(value_dim, s, i, h, b);
+  f.split_result(c, s, i, h, b) = Tuple(f.split_out(c, s, i, h, b), f.split_lse(s, i, h, b));
+  auto split_lse = [&](const Expr& split) { return f.split_result(0, split, i, h, b)[1]; };
   f.r_s = RDom(0, num_splits, "r_s");
   const RDom& r_s = f.r_s;
+  Expr split = r_s;
+  if (visited.any_row.defined()) {
+    Expr first = visited.first / key_split, last = visited.last / key_split;
+    f.r_s.where(visited.any_row && r_s >= first && r_s <= last);
+    // As for keys: the clamp only tells bounds inference which splits a tile needs (kept inside
+    // [0, num_splits) even for a row that sees no key).
+    Expr lo = clamp(first, 0, num_splits - 1);
+    split = clamp(r_s, lo, clamp(last, lo, num_splits - 1));
+  }
   f.lse_max = Func("lse_max");
   f.lse_max(i, h, b) = Float(32).min();
-  f.lse_max(i, h, b) = max(f.lse_max(i, h, b), f.split_result(value_dim, r_s, i, h, b));
+  f.lse_max(i, h, b) = max(f.lse_max(i, h, b), split_lse(split));
   // Every split empty (a fully masked row): subtract 0, so each weight is exp(-inf) = 0.
   Expr shift = softmax_shift(f.lse_max(i, h, b));
   f.split_weight = Func("split_weight");
-  f.split_weight(s, i, h, b) = exp2_nonpositive((lse_s - shift) * float(M_LOG2E));
+  f.split_weight(s, i, h, b) = exp2_nonpositive((split_lse(s) - shift) * float(M_LOG2E));
   f.weight_total = Func("weight_total");
   f.weight_total(i, h, b) = 0.0f;
-  f.weight_total(i, h, b) += f.split_weight(r_s, i, h, b);
+  f.weight_total(i, h, b) += f.split_weight(split, i, h, b);
   f.out_total = Func("out_total");
   f.out_total(c, i, h, b) = 0.0f;
-  f.out_total(c, i, h, b) += f.split_weight(r_s, i, h, b) * f.split_result(c, r_s, i, h, b);
+  f.out_total(c, i, h, b) += f.split_weight(split, i, h, b) * f.split_result(c, split, i, h, b)[0];
 
   Expr total = f.weight_total(i, h, b);
   f.out = Func("out");
@@ -162,10 +180,14 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.masked = in.mask != nullptr;
   f.r_d = RDom(0, in.head_dim, "r_d");
   // The keys one reduction covers: all of them, or split s's.
-  Expr first_key = split ? s * in.key_split : Expr(0);
-  Expr span = split ? in.key_split : in.seq_k;
+  // At least 1: a divisor bounds inference knows is positive keeps split indices derived from key
+  // ranges tight (with an unknown sign it gives up and assumes every split).
+  Expr key_split = split ? max(in.key_split, 1) : Expr();
+  Expr first_key = split ? s * key_split : Expr(0);
+  Expr span = split ? key_split : in.seq_k;
   // The key each reduction step reads.
   Expr key;
+  VisitedKeys visited;
   if (!f.masked) {
     f.r_j = RDom(0, span, "r_j");
     key = first_key + f.r_j;
@@ -180,6 +202,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     KeyRange range = visible_keys(m, first_row, first_row + group - 1, b, in.seq_k);
     Expr lo = max(range.begin, 0) / kb * kb;
     Expr hi = (range.end + kb - 1) / kb * kb - 1;
+    visited = {range.any_row, lo, hi};
     if (split) {
       lo = max(lo, first_key);
       hi = min(hi, first_key + span - 1);
@@ -251,7 +274,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   }
   f.split_out = out_rows;
   f.split_lse = lse_rows;
-  combine_splits(f, in.value_dim, (in.seq_k + in.key_split - 1) / in.key_split);
+  combine_splits(f, key_split, (in.seq_k + key_split - 1) / key_split, visited);
   return f;
 }
 

@@ -1,8 +1,9 @@
 // CPU schedule (x86 SSE4.1/AVX2/AVX-512, ARM NEON) for the SDPA Funcs of algorithm/sdpa.h.
 //
-// Prefill work item: one query tile of one (batch, head). Per tile, the scores of its queries
-// against every key live in a buffer stored key-major (queries innermost), so Q·Kᵀ vectorizes over
-// queries and the softmax runs down columns; the score matrix never exists beyond one tile.
+// Prefill work item: one query tile of one (batch, head). The tile walks its keys split by split;
+// per split, the scores of its queries against the split's keys live in a buffer stored key-major
+// (queries innermost), so Q·Kᵀ vectorizes over queries and the softmax runs down columns; the score
+// matrix never exists beyond one tile and split.
 // Decode work item: one key split of one (batch, head) (split-KV, see schedule_decode_stages).
 #pragma once
 
@@ -13,15 +14,15 @@ namespace attention_gen {
 
 // Register and cache blocking, derived from the target.
 struct CpuTiling {
-  int vector;                // fp32 lanes per vector register
-  int score_queries;         // prefill Q·Kᵀ register block: queries (a multiple of vector)
-  int score_keys;            // prefill Q·Kᵀ register block: keys
-  int dot_lanes;             // decode Q·Kᵀ: partial sums per dot product (a multiple of vector)
-  int pv_rows;               // prefill P·V register block: query rows
-  int pv_cols;               // prefill P·V register block: value features (a multiple of vector)
-  int query_tile;            // queries per work item
-  int key_chunk;             // prefill: keys per P·V pass over a tile
-  int mask_key_block;        // masked: keys per skipped-or-kept block (MaskInputs::key_block)
+  int vector;          // fp32 lanes per vector register
+  int score_queries;   // prefill Q·Kᵀ register block: queries (a multiple of vector)
+  int score_keys;      // prefill Q·Kᵀ register block: keys
+  int dot_lanes;       // decode Q·Kᵀ: partial sums per dot product (a multiple of vector)
+  int pv_rows;         // prefill P·V register block: query rows
+  int pv_cols;         // prefill P·V register block: value features (a multiple of vector)
+  int query_tile;      // queries per work item
+  int key_chunk;       // prefill: keys per P·V pass over a tile
+  int mask_key_block;  // masked: keys per skipped-or-kept block (MaskInputs::key_block)
 };
 
 // wide_queries: tiles for prefill (many queries); otherwise for decode-like calls with few queries.
@@ -70,7 +71,7 @@ inline CpuTiling cpu_tiling(const Halide::Target& target, bool wide_queries) {
 // over one chunk of v and of the weights while it is in L1/L2, then adds its partial sums into the
 // tile.
 inline void schedule_weighted_sum_by_key_chunks(SdpaFuncs& f, const CpuTiling& t,
-                                                Halide::Var tile) {
+                                                const Halide::LoopLevel& at) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
   Var blk_i("blk_i"), lane_i("lane_i"), blk_c("blk_c"), lane_c("lane_c"), chunk("key_chunk");
@@ -78,7 +79,7 @@ inline void schedule_weighted_sum_by_key_chunks(SdpaFuncs& f, const CpuTiling& t
   f.values.compute_at(f.out, x.h).vectorize(f.values.args()[0], t.vector);
   Func chunk_sum =
       f.weighted_sum.update().split(f.r_j, chunk_r, key_r, t.key_chunk).rfactor(chunk_r, chunk);
-  f.weighted_sum.compute_at(f.out, tile).vectorize(x.c, t.vector);
+  f.weighted_sum.compute_at(at).vectorize(x.c, t.vector);
   f.weighted_sum.update()
       .split(x.i, blk_i, lane_i, t.pv_rows, TailStrategy::RoundUp)
       .split(x.c, blk_c, lane_c, t.pv_cols, TailStrategy::RoundUp)
@@ -95,11 +96,26 @@ inline void schedule_weighted_sum_by_key_chunks(SdpaFuncs& f, const CpuTiling& t
       .unroll(x.c)
       .unroll(x.i);
   chunk_sum.update().reorder(x.c, x.i, key_r).vectorize(x.c, t.vector).unroll(x.c).unroll(x.i);
-  // v without NaN/Inf (checked by the caller): plain FMAs, no test of each weight.
-  if (f.masked) chunk_sum.update().specialize(f.values_finite);
+  // v without NaN/Inf (checked by the caller): plain FMAs, no test of each weight. Specialized
+  // here, not on chunk_sum, so each version has its own register-block loop: one loop entered from
+  // both versions got an AVX2 accumulator spilled (causal 2048², 1 thread: 98 vs 74 ms).
+  if (f.masked) f.weighted_sum.update().specialize(f.values_finite);
+}
+
+// The split-KV combine (both tilings): a few floats per split and row, at the tile of `out`.
+inline void schedule_split_combine(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile) {
+  using namespace Halide;
+  const AttentionVars& x = f.vars;
+  for (Func stat : {f.lse_max, f.split_weight, f.weight_total}) stat.compute_at(f.out, tile);
+  f.out_total.compute_at(f.out, tile).vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  f.out_total.update().reorder(x.c, x.i, f.r_s).vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
 }
 
 // Prefill: many queries per tile, so Q·Kᵀ reuses each key across a register block of queries.
+// The tile's keys go in splits (an online softmax over key blocks): every stage below runs once per
+// split, so the score and weight buffers hold query_tile × key_split floats (96 KiB each at 512
+// keys, inside L2) however long the sequence; each split leaves its (out, logsumexp) for the
+// combine at the end of the tile.
 inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
@@ -111,10 +127,19 @@ inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Va
       .reorder(x.i, x.d)
       .vectorize(x.i, t.vector);
 
-  // Q·Kᵀ: the tile's logits stored key-major; each score_queries × score_keys block of scores is
+  // Splits one after another, each computing every stage it needs in place. Each per-split buffer
+  // is allocated once per tile (hoist_storage) and reused by every split.
+  f.split_result.compute_at(f.out, tile)
+      .reorder(x.c, x.i, x.s, x.h, x.b)
+      .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  const LoopLevel at(f.split_result, x.s);
+  const LoopLevel tile_level(f.out, tile);
+  f.split_lse.compute_at(at).vectorize(x.i, t.vector, TailStrategy::GuardWithIf);
+
+  // Q·Kᵀ: the split's logits stored key-major; each score_queries × score_keys block of scores is
   // accumulated in registers over d, then masked and copied out.
   Func scores_tile = f.logits;
-  scores_tile.compute_at(f.out, tile)
+  scores_tile.compute_at(at)
       .reorder_storage(x.i, x.j, x.h, x.b)
       .split(x.j, blk_j, lane_j, t.score_keys)
       .split(x.i, blk_i, lane_i, t.score_queries)
@@ -140,16 +165,20 @@ inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Va
   }
 
   // Softmax statistics, vectorized across the tile's queries.
-  f.row_max.compute_at(f.out, tile).vectorize(x.i, t.vector);
+  f.row_max.compute_at(at).vectorize(x.i, t.vector);
   f.row_max.update().reorder(x.i, f.r_j).vectorize(x.i, t.vector);
-  f.weights.compute_at(f.out, tile)
-      .reorder_storage(x.i, x.j, x.h, x.b)
+  f.weights.compute_at(at)
+      .reorder_storage(x.i, x.j, x.s, x.h, x.b)
       .reorder(x.i, x.j)
       .vectorize(x.i, t.vector);
-  f.row_sum.compute_at(f.out, tile).vectorize(x.i, t.vector);
+  f.row_sum.compute_at(at).vectorize(x.i, t.vector);
   f.row_sum.update().reorder(x.i, f.r_j).vectorize(x.i, t.vector);
 
-  schedule_weighted_sum_by_key_chunks(f, t, tile);
+  schedule_weighted_sum_by_key_chunks(f, t, at);
+  for (Func stage : {f.split_lse, f.logits, f.row_max, f.weights, f.row_sum, f.weighted_sum}) {
+    stage.hoist_storage(tile_level);
+  }
+  schedule_split_combine(f, t, tile);
 }
 
 // Decode (few queries), split-KV: one parallel work item per (key split, head, batch), so even a
@@ -170,7 +199,8 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
       .reorder(x.c, x.i, x.s, x.h, x.b)
       .fuse(x.s, x.h, split_head)
       .fuse(split_head, x.b, item)
-      .parallel(item);
+      .parallel(item)
+      .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
   const LoopLevel at(f.split_result, item);
   f.split_out.compute_at(at).vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
   f.split_lse.compute_at(at);
@@ -202,10 +232,7 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
       .reorder(x.c, x.i, f.r_j)
       .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
 
-  // The combine: a few floats per split and row.
-  for (Func stat : {f.lse_max, f.split_weight, f.weight_total}) stat.compute_at(f.out, tile);
-  f.out_total.compute_at(f.out, tile).vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
-  f.out_total.update().reorder(x.c, x.i, f.r_s).vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  schedule_split_combine(f, t, tile);
 }
 
 // Schedules out and logsumexp (both pipeline outputs) and every stage they consume.

@@ -44,6 +44,18 @@ int32_t decode_key_split(int64_t B, int64_t H, int64_t Sk) {
                               kSplitKeyMultiple);
 }
 
+// Prefill walks each query tile's keys in splits of about kPrefillSplitKeys (an online softmax over
+// key blocks), so the tile's score and weight buffers (48 queries × split) stay in L2 however long
+// the sequence. Splits are even (a ragged last split would compute scores past Sk) and a multiple
+// of 8 keys (whole score register blocks). Like decode's, the split depends on the shape only.
+constexpr int64_t kPrefillSplitKeys = 512;
+
+int32_t prefill_key_split(int64_t Sk) {
+  const int64_t splits = std::max<int64_t>((Sk + kPrefillSplitKeys - 1) / kPrefillSplitKeys, 1);
+  const int64_t keys = (Sk + splits - 1) / splits;
+  return static_cast<int32_t>((keys + 7) / 8 * 8);
+}
+
 // The masked kernels compute diagonal offsets and band ends in int32.
 constexpr int64_t kMaxMaskedSeq = int64_t(1) << 29;
 
@@ -287,7 +299,8 @@ Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
     return detail::run_kernel("sdpa_f32_masked_prefill", sdpa_f32_masked_prefill, hq.get(),
                               hk.get(), hv.get(), scale, hkl.get(), hql.get(), diag_offset,
                               band_back, band_forward, has_bias, hbool.get(), hadd.get(),
-                              hslopes.get(), m.softcap, values_finite, hout.get(), hlse.get());
+                              hslopes.get(), m.softcap, values_finite, prefill_key_split(Sk),
+                              hout.get(), hlse.get());
   }
   return detail::run_kernel("sdpa_f32_masked_decode", sdpa_f32_masked_decode, hq.get(), hk.get(),
                             hv.get(), scale, hkl.get(), hql.get(), diag_offset, band_back,
@@ -321,7 +334,7 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
   detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
   if (Sq > kDecodeMaxQueries) {
     return detail::run_kernel("sdpa_f32_prefill", sdpa_f32_prefill, hq.get(), hk.get(), hv.get(),
-                              scale, hout.get(), hlse.get());
+                              scale, prefill_key_split(k.shape[2]), hout.get(), hlse.get());
   }
   return detail::run_kernel("sdpa_f32_decode", sdpa_f32_decode, hq.get(), hk.get(), hv.get(), scale,
                             decode_key_split(B, H, k.shape[2]), hout.get(), hlse.get());
