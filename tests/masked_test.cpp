@@ -252,6 +252,28 @@ TEST(MaskedSdpa, StridedMaskTensor) {
   }
 }
 
+// A NaN in q at a row that sees keys makes that row NaN, masked or not (Halide's float math has no
+// NaN semantics, and a "sum == 0: fully masked" test once turned such a row into zeros).
+TEST(MaskedSdpa, NaNInAVisibleQueryRowPropagates) {
+  const uint64_t seed = seed_for_current_test();
+  for (int64_t sq : {1, 2, 60}) {  // decode and prefill
+    SdpaCase c = sdpa_case(1, 2, 1, sq, 70, 16, 8).with_logsumexp();
+    MaskSpec m;
+    m.causal = Causal::BottomRight;  // every row sees keys
+    SCOPED_TRACE(describe(c) + ", " + seed_note(seed));
+    SdpaTensors t(c, seed);
+    const attention::TensorView q = t.q.view();
+    const int64_t row = sq / 2;
+    static_cast<float*>(q.data)[q.strides[1] + row * q.strides[2] + 3 * q.strides[3]] = NAN;
+    MaskTensors masks(m, c, seed);
+    run_and_compare(c, t.q.view(), t.k.view(), t.v.view(), t.out, t.lse, masks.options);
+    const std::vector<float> out = t.out.to_dense();
+    for (int64_t col = 0; col < c.Dv; ++col) {
+      EXPECT_TRUE(std::isnan(out[(c.Sq + row) * c.Dv + col])) << "head 1, row " << row;
+    }
+  }
+}
+
 // NaN in k and v at keys no row can see (padding beyond key_lengths, keys after the causal limit,
 // a column the boolean mask hides everywhere) must not reach any output.
 TEST(MaskedSdpa, NaNAtHiddenKeysDoesNotLeak) {

@@ -76,6 +76,17 @@ struct SdpaFuncs {
   Halide::Expr values_finite;  // masked: whether P·V may skip its NaN-safe form (same)
 };
 
+// Exact float tests done on the bits. Halide compiles float compares with LLVM's no-NaN flag, so a
+// compare that meets a NaN is poison, and a guard such as `sum == 0 && !is_nan(sum)` is folded
+// away (a NaN weight sum came out as "exactly 0: fully masked", turning NaN rows into zeros).
+inline Halide::Expr float_bits(const Halide::Expr& x) { return Halide::reinterpret<uint32_t>(x); }
+inline Halide::Expr is_exact_zero(const Halide::Expr& x) {
+  return (float_bits(x) & Halide::cast<uint32_t>(0x7fffffff)) == Halide::cast<uint32_t>(0);
+}
+inline Halide::Expr is_minus_infinity(const Halide::Expr& x) {
+  return float_bits(x) == float_bits(Halide::Float(32).min());
+}
+
 // The scores after the masks and biases of `m` (see algorithm/masks.h for each piece).
 inline Halide::Expr masked_logits(const MaskInputs& m, const Halide::Expr& score,
                                   const AttentionVars& x) {
@@ -83,7 +94,7 @@ inline Halide::Expr masked_logits(const MaskInputs& m, const Halide::Expr& score
   Expr capped = select(m.softcap > 0.0f, apply_softcap(score, m.softcap), score);
   Expr additive = m.additive(x.j, x.i, x.h, x.b);
   Expr biased = capped + alibi_bias(m, x.i, x.j, x.h) + additive;
-  Expr tensors_allow = m.allowed(x.j, x.i, x.h, x.b) != 0 && additive != Float(32).min();
+  Expr tensors_allow = m.allowed(x.j, x.i, x.h, x.b) != 0 && !is_minus_infinity(additive);
   Expr visible = band_visible(m, x.i, x.j) && lengths_visible(m, x.i, x.j, x.b) &&
                  (!m.has_bias || tensors_allow);
   return select(visible, select(m.has_bias, biased, score), Float(32).min());
@@ -92,15 +103,15 @@ inline Halide::Expr masked_logits(const MaskInputs& m, const Halide::Expr& score
 // What a row's softmax subtracts given its max: the max, or 0 for a row without any visible key
 // (max -inf), whose weights then stay exp(-inf) = 0 instead of exp(-inf + inf) = NaN.
 inline Halide::Expr softmax_shift(const Halide::Expr& max) {
-  return Halide::select(max == Halide::Float(32).min(), 0.0f, max);
+  return Halide::select(is_minus_infinity(max), 0.0f, max);
 }
 
 // A row's output from its unnormalized weighted sum and weight sum. Masked: a row without any
-// visible key outputs zeros (its sum is exactly 0; a NaN sum is not).
+// visible key outputs zeros (its sum is exactly 0; a NaN sum is not, and stays NaN).
 inline Halide::Expr normalized_output(const Halide::Expr& weighted, const Halide::Expr& sum,
                                       bool masked) {
   Halide::Expr normalized = weighted / sum;
-  return masked ? Halide::select(sum == 0.0f, 0.0f, normalized) : normalized;
+  return masked ? Halide::select(is_exact_zero(sum), 0.0f, normalized) : normalized;
 }
 
 // A row's natural logsumexp, max + log(sum) for weights taken relative to max. Halide's log() maps
@@ -109,7 +120,7 @@ inline Halide::Expr normalized_output(const Halide::Expr& weighted, const Halide
 inline Halide::Expr row_logsumexp(const Halide::Expr& max, const Halide::Expr& sum, bool masked) {
   using namespace Halide;
   Expr lse = select(is_nan(sum), sum, max + log(sum));
-  return masked ? select(sum == 0.0f, Float(32).min(), lse) : lse;
+  return masked ? select(is_exact_zero(sum), Float(32).min(), lse) : lse;
 }
 
 // The keys a masked row's reductions visit (its group's visible range in whole key blocks), or an
@@ -258,7 +269,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.weighted_sum(at(c)) = 0.0f;
   Expr weight = f.weights(at(key));
   Expr term = weight * in.v(c, key, kv_head, b);
-  if (f.masked) term = select(in.values_finite, term, select(weight == 0.0f, 0.0f, term));
+  if (f.masked) term = select(in.values_finite, term, select(is_exact_zero(weight), 0.0f, term));
   f.weighted_sum(at(c)) += term;
 
   Func out_rows(split ? "split_out" : "out");
