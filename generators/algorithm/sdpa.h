@@ -19,7 +19,7 @@ struct AttentionVars {
   Halide::Var j{"j"};  // key position (0..Sk)
   Halide::Var h{"h"};  // query head (0..H)
   Halide::Var b{"b"};  // batch (0..B)
-  Halide::Var s{"s"};  // key split (split-KV only)
+  Halide::Var s{"s"};  // key split
 };
 
 // The inputs of one SDPA instance. Extents are Exprs so the same math serves any shape.
@@ -37,9 +37,9 @@ struct SdpaInputs {
   // Masked attention only: false when v may hold NaN/Inf. P·V then skips zero weights, so a
   // non-finite value at a key a row cannot see never reaches it (0 · NaN would be NaN).
   Halide::Expr values_finite;
-  // Split-KV (flash-decoding): keys per split, or undefined for one pass over all keys. Each split
-  // yields its own (out, logsumexp); a logsumexp-weighted sum combines them. Masked: a multiple of
-  // MaskInputs::key_block.
+  // Keys per split (required): the keys are reduced split by split, each split yielding its own
+  // (out, logsumexp), which a logsumexp-weighted sum combines (split-KV / online softmax over key
+  // blocks; a split of >= Sk keys is one pass). Masked: a multiple of MaskInputs::key_block.
   Halide::Expr key_split;
 };
 
@@ -54,15 +54,11 @@ struct SdpaFuncs {
   Halide::Func q_scaled;   // (d, i, h, b)  q * scale: folds the scale into the smaller operand
   Halide::Func scores;     // (j, i, h, b)  scale * q·k
   Halide::Func logits;     // (j, i, h, b)  scores with masks and biases (-inf: hidden key)
-  // Split-KV: the four per-row Funcs below take the split s before i, as (c, s, i, h, b) etc.,
-  // and reduce over that split's keys only.
-  Halide::Func row_max;       // (i, h, b)     max_j logits
-  Halide::Func weights;       // (j, i, h, b)  exp(logits - row_max), unnormalized
-  Halide::Func row_sum;       // (i, h, b)     sum_j weights
-  Halide::Func weighted_sum;  // (c, i, h, b)  sum_j weights * v
-  Halide::Func out;           // (c, i, h, b)  weighted_sum / row_sum
-  Halide::Func logsumexp;     // (i, h, b)     row_max + log(row_sum), natural log
-  // Split-KV only (undefined otherwise).
+  // Per split s: each reduces over that split's keys only.
+  Halide::Func row_max;       // (s, i, h, b)     max_j logits
+  Halide::Func weights;       // (j, s, i, h, b)  exp(logits - row_max), unnormalized
+  Halide::Func row_sum;       // (s, i, h, b)     sum_j weights
+  Halide::Func weighted_sum;  // (c, s, i, h, b)  sum_j weights * v
   Halide::Func split_out;     // (c, s, i, h, b)  the split's own normalized output
   Halide::Func split_lse;     // (s, i, h, b)     the split's own logsumexp (-inf: no visible key)
   Halide::Func split_result;  // (c, s, i, h, b)  Tuple(split_out, split_lse)
@@ -71,6 +67,8 @@ struct SdpaFuncs {
   Halide::Func weight_total;  // (i, h, b)        sum_s split_weight
   Halide::Func out_total;     // (c, i, h, b)     sum_s split_weight * split_out
   Halide::RDom r_s;           // over the splits
+  Halide::Func out;           // (c, i, h, b)     out_total / weight_total
+  Halide::Func logsumexp;     // (i, h, b)        lse_max + log(weight_total), natural log
   bool masked = false;
   Halide::Expr has_bias;       // masked: whether logits use the bias terms (schedules specialize)
   Halide::Expr values_finite;  // masked: whether P·V may skip its NaN-safe form (same)
@@ -187,37 +185,33 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.head_dim = in.head_dim;
   f.value_dim = in.value_dim;
   f.values = in.v;
-  const bool split = in.key_split.defined();
   f.masked = in.mask != nullptr;
   f.r_d = RDom(0, in.head_dim, "r_d");
-  // The keys one reduction covers: all of them, or split s's.
-  // At least 1: a divisor bounds inference knows is positive keeps split indices derived from key
-  // ranges tight (with an unknown sign it gives up and assumes every split).
-  Expr key_split = split ? max(in.key_split, 1) : Expr();
-  Expr first_key = split ? s * key_split : Expr(0);
-  Expr span = split ? key_split : in.seq_k;
+  // The keys one reduction covers: split s's. At least 1: a divisor bounds inference knows is
+  // positive keeps split indices derived from key ranges tight (with an unknown sign it gives up
+  // and assumes every split).
+  Expr key_split = max(in.key_split, 1);
+  Expr first_key = s * key_split;
   // The key each reduction step reads.
   Expr key;
   VisitedKeys visited;
   if (!f.masked) {
-    f.r_j = RDom(0, span, "r_j");
+    f.r_j = RDom(0, key_split, "r_j");
     key = first_key + f.r_j;
     // The last split may run past Sk (reads there are clamped; these keys are left out).
-    if (split) f.r_j.where(key < in.seq_k);
+    f.r_j.where(key < in.seq_k);
   } else {
     // Keys in whole blocks, and only blocks that meet the range visible to the row's group.
     const MaskInputs& m = *in.mask;
     const int kb = m.key_block, group = m.query_group;
-    f.r_j = RDom(0, (span + kb - 1) / kb * kb, "r_j");
+    f.r_j = RDom(0, (key_split + kb - 1) / kb * kb, "r_j");
     Expr first_row = i / group * group;
     KeyRange range = visible_keys(m, first_row, first_row + group - 1, b, in.seq_k);
     Expr lo = max(range.begin, 0) / kb * kb;
     Expr hi = (range.end + kb - 1) / kb * kb - 1;
     visited = {range.any_row, lo, hi};
-    if (split) {
-      lo = max(lo, first_key);
-      hi = min(hi, first_key + span - 1);
-    }
+    lo = max(lo, first_key);
+    hi = min(hi, first_key + key_split - 1);
     Expr raw = first_key + f.r_j;
     f.r_j.where(range.any_row && raw >= lo && raw <= hi);
     // The clamp never changes a key the predicate lets through; it tells bounds inference (which
@@ -241,50 +235,35 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     f.values_finite = in.values_finite;
   }
 
-  // Per-row statistics: indexed (i, h, b), or (s, i, h, b) per split; `at(e)` puts e in front.
-  std::vector<Expr> row = {i, h, b};
-  if (split) row.insert(row.begin(), s);
-  auto at = [&](const Expr& e) {
-    std::vector<Expr> args = row;
-    args.insert(args.begin(), e);
-    return args;
-  };
-
+  // Per-row statistics of split s.
   f.row_max = Func("row_max");
-  f.row_max(row) = Float(32).min();
-  f.row_max(row) = max(f.row_max(row), f.logits(key, i, h, b));
-  Expr row_max = f.row_max(row);
+  f.row_max(s, i, h, b) = Float(32).min();
+  f.row_max(s, i, h, b) = max(f.row_max(s, i, h, b), f.logits(key, i, h, b));
+  Expr row_max = f.row_max(s, i, h, b);
   Expr shift = f.masked ? softmax_shift(row_max) : row_max;
 
   // exp(s - m) = 2^((s - m) * log2(e)); subtracting the max first keeps the rounding of the
   // multiply relative to the (small) distance from the max, not to the logit's magnitude.
   f.weights = Func("weights");
-  f.weights(at(j)) = exp2_nonpositive((f.logits(j, i, h, b) - shift) * float(M_LOG2E));
+  f.weights(j, s, i, h, b) = exp2_nonpositive((f.logits(j, i, h, b) - shift) * float(M_LOG2E));
 
   f.row_sum = Func("row_sum");
-  f.row_sum(row) = 0.0f;
-  f.row_sum(row) += f.weights(at(key));
+  f.row_sum(s, i, h, b) = 0.0f;
+  f.row_sum(s, i, h, b) += f.weights(key, s, i, h, b);
 
   f.weighted_sum = Func("weighted_sum");
-  f.weighted_sum(at(c)) = 0.0f;
-  Expr weight = f.weights(at(key));
+  f.weighted_sum(c, s, i, h, b) = 0.0f;
+  Expr weight = f.weights(key, s, i, h, b);
   Expr term = weight * in.v(c, key, kv_head, b);
   if (f.masked) term = select(in.values_finite, term, select(is_exact_zero(weight), 0.0f, term));
-  f.weighted_sum(at(c)) += term;
+  f.weighted_sum(c, s, i, h, b) += term;
 
-  Func out_rows(split ? "split_out" : "out");
-  Expr row_sum = f.row_sum(row);
-  out_rows(at(c)) = normalized_output(f.weighted_sum(at(c)), row_sum, f.masked);
-  Func lse_rows(split ? "split_lse" : "logsumexp");
-  lse_rows(row) = row_logsumexp(row_max, row_sum, f.masked);
+  Expr row_sum = f.row_sum(s, i, h, b);
+  f.split_out = Func("split_out");
+  f.split_out(c, s, i, h, b) = normalized_output(f.weighted_sum(c, s, i, h, b), row_sum, f.masked);
+  f.split_lse = Func("split_lse");
+  f.split_lse(s, i, h, b) = row_logsumexp(row_max, row_sum, f.masked);
 
-  if (!split) {
-    f.out = out_rows;
-    f.logsumexp = lse_rows;
-    return f;
-  }
-  f.split_out = out_rows;
-  f.split_lse = lse_rows;
   combine_splits(f, key_split, (in.seq_k + key_split - 1) / key_split, visited);
   return f;
 }
