@@ -121,6 +121,21 @@ int kv_copies(const Shape& s) {
                    : 1;
 }
 
+// The KV copy each call of a timed loop reads: 0, 1, ..., kv_copies - 1, 0, ...
+class KvRotation {
+ public:
+  explicit KvRotation(const Shape& s) : copies_(kv_copies(s)) {}
+  int next() {
+    const int copy = copy_;
+    copy_ = (copy_ + 1) % copies_;
+    return copy;
+  }
+
+ private:
+  int copies_;
+  int copy_ = 0;
+};
+
 std::vector<float> random_floats(int64_t n, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-1.f, 1.f);
   std::vector<float> data(n);
@@ -187,9 +202,10 @@ Problem& problem_for(const Shape& s) {
     p.q = random_floats(q_size(s), rng);
     p.k = random_floats(kv_size(s), rng);
     p.v = random_floats(kv_size(s), rng);
+    const int copies = kv_copies(s);
     for (std::vector<float>* kv : {&p.k, &p.v}) {
-      kv->reserve(kv->size() * kv_copies(s));
-      for (int copy = 1; copy < kv_copies(s); ++copy)
+      kv->reserve(kv->size() * copies);
+      for (int copy = 1; copy < copies; ++copy)
         kv->insert(kv->end(), kv->begin(), kv->begin() + kv_size(s));
     }
     build_mask(p, rng);
@@ -432,11 +448,9 @@ void BM_Ours(benchmark::State& state, Shape shape) {
   if (!status) fail("ours/" + shape_name(shape) + ": " + status.message());
   check_once("ours", p, out);
   bool all_ok = true;
-  const int copies = kv_copies(shape);
-  int copy = 0;
+  KvRotation rotation(shape);
   for (auto _ : state) {
-    all_ok &= ours(p, out.data(), copy).ok();
-    copy = (copy + 1) % copies;
+    all_ok &= ours(p, out.data(), rotation.next()).ok();
     benchmark::ClobberMemory();
   }
   if (!all_ok) state.SkipWithError("scaled_dot_product_attention returned an error");
@@ -448,11 +462,9 @@ void BM_OpenBlasMath(benchmark::State& state, Shape shape) {
   std::vector<float> out(q_size(shape), NAN);
   std::vector<std::vector<float>> scores = math_workspaces(shape, bench_threads());
   openblas_set_num_threads(1);  // parallel over heads instead (see openblas_math)
-  const int copies = kv_copies(shape);
-  int copy = 0;
+  KvRotation rotation(shape);
   for (auto _ : state) {
-    openblas_math(p, out.data(), scores, copy);
-    copy = (copy + 1) % copies;
+    openblas_math(p, out.data(), scores, rotation.next());
     benchmark::ClobberMemory();
   }
   report(state, p, "openblas_math");
@@ -464,11 +476,9 @@ void BM_Naive(benchmark::State& state, Shape shape) {
   std::vector<float> row(shape.sk);
   naive_attention(p, out.data(), row.data(), 0);
   check_once("naive", p, out);
-  const int copies = kv_copies(shape);
-  int copy = 0;
+  KvRotation rotation(shape);
   for (auto _ : state) {
-    naive_attention(p, out.data(), row.data(), copy);
-    copy = (copy + 1) % copies;
+    naive_attention(p, out.data(), row.data(), rotation.next());
     benchmark::ClobberMemory();
   }
   report(state, p, "naive");
