@@ -70,8 +70,10 @@ class SdpaGeneratorBase : public Generator<Self> {
   }
 
   // Defines the pipeline into `out` and `lse`; `mask` (may be null) must outlive the call.
+  // `customize` may change the inputs (the score form) before the algorithm runs.
   void build(GeneratorOutput<Buffer<float, 4>>& out, GeneratorOutput<Buffer<float, 3>>& lse,
-             MaskInputs* mask, Expr values_finite = Expr()) {
+             MaskInputs* mask, Expr values_finite = Expr(),
+             const std::function<void(SdpaInputs&)>& customize = {}) {
     SdpaInputs in;
     in.q = clamp_positions(q);
     in.k = clamp_positions(k);
@@ -99,6 +101,7 @@ class SdpaGeneratorBase : public Generator<Self> {
       mask->query_group = t.query_tile;
       mask->key_block = t.mask_key_block;
     }
+    if (customize) customize(in);
     funcs_ = scaled_dot_product(in);
     out = funcs_.out;
     lse = funcs_.logsumexp;
@@ -191,7 +194,43 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
   }
 };
 
+// Nadaraya–Watson kernel regression as attention: out_i = sum_j f(q_i, k_j) v_j / sum_j f(q_i, k_j)
+// with a kernel of the distance u = ‖q_i − k_j‖ / bandwidth. The input `scale` carries
+// 1 / bandwidth². The weights go through the softmax as logits log f: Gaussian −u²/2 (so far
+// queries still get the nearest keys' weights instead of 0/0), boxcar 0 for u <= 1, Epanechnikov
+// log(1 − u) for u < 1, -inf (weight 0) elsewhere. A row no key reaches outputs zeros and
+// logsumexp (log sum_j f) -inf. The runtime maps [B, S, D] tensors to one head.
+class KernelRegressionGenerator : public SdpaGeneratorBase<KernelRegressionGenerator> {
+ public:
+  Input<int32_t> kernel{"kernel"};  // 0 Gaussian, 1 boxcar, 2 Epanechnikov
+  Input<bool> values_finite{"values_finite"};
+  Output<Buffer<float, 4>> out{"out"};              // (c, i, h, b)
+  Output<Buffer<float, 3>> logsumexp{"logsumexp"};  // (i, h, b): log sum_j f(q_i, k_j)
+
+  void generate() {
+    Expr inverse_bandwidth_squared = scale;
+    Expr kind = kernel;
+    build(out, logsumexp, nullptr, values_finite, [=](SdpaInputs& in) {
+      in.scale = 1.0f;
+      in.squared_distance = true;
+      in.hides_keys = true;
+      in.logit_of_score = [=](const Expr& distance_squared) {
+        Expr u2 = distance_squared * inverse_bandwidth_squared;
+        Expr minus_inf = Float(32).min();
+        Expr epanechnikov = 1.0f - sqrt(u2);
+        Expr logit = select(kind == 0, -0.5f * u2,                           //
+                            kind == 1, select(u2 <= 1.0f, 0.0f, minus_inf),  //
+                            select(epanechnikov > 0.0f, log(epanechnikov), minus_inf));
+        // NaN distances stay NaN (a comparison would turn them into weight 0).
+        return select(is_nan(u2), u2, logit);
+      };
+    });
+  }
+  void schedule() { schedule_cpu(); }
+};
+
 }  // namespace
 
 HALIDE_REGISTER_GENERATOR(SdpaGenerator, sdpa)
 HALIDE_REGISTER_GENERATOR(MaskedSdpaGenerator, masked_sdpa)
+HALIDE_REGISTER_GENERATOR(KernelRegressionGenerator, kernel_regression)

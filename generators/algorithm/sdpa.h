@@ -5,6 +5,8 @@
 // Halide dimension 0 is innermost, so the row-major [B, H, S, D] tensors appear as (d, s, h, b).
 #pragma once
 
+#include <functional>
+
 #include "Halide.h"
 #include "algorithm/masks.h"
 #include "algorithm/softmax_math.h"
@@ -34,9 +36,15 @@ struct SdpaInputs {
   Halide::Expr heads_per_kv;  // H / Hkv (grouped-query attention)
   // Masks and biases; null for plain attention (no masking code at all).
   const MaskInputs* mask = nullptr;
-  // Masked attention only: false when v may hold NaN/Inf. P·V then skips zero weights, so a
+  // With masks or hides_keys: false when v may hold NaN/Inf. P·V then skips zero weights, so a
   // non-finite value at a key a row cannot see never reaches it (0 · NaN would be NaN).
   Halide::Expr values_finite;
+  // The pair score the softmax starts from: scale · q·k, or (squared_distance) ‖scale·q − k‖²
+  // summed the same way over d (kernel regression; scale 1 there). logit_of_score, if set, maps it
+  // to the logit, the log of the pair's unnormalized weight (-inf: weight 0, so set hides_keys).
+  bool squared_distance = false;
+  std::function<Halide::Expr(const Halide::Expr&)> logit_of_score;
+  bool hides_keys = false;
   // Keys per split (required): the keys are reduced split by split, each split yielding its own
   // (out, logsumexp), which a logsumexp-weighted sum combines (split-KV / online softmax over key
   // blocks; a split of >= Sk keys is one pass). Masked: a multiple of MaskInputs::key_block.
@@ -69,9 +77,11 @@ struct SdpaFuncs {
   Halide::RDom r_s;           // over the splits
   Halide::Func out;           // (c, i, h, b)     out_total / weight_total
   Halide::Func logsumexp;     // (i, h, b)        lse_max + log(weight_total), natural log
-  bool masked = false;
+  bool masked = false;         // MaskInputs given (masks.h)
+  bool hides_keys = false;     // some logits may be -inf (masks, or a score form with zero weights)
+  bool custom_logits = false;  // logits are more than the scores: worth computing once
   Halide::Expr has_bias;       // masked: whether logits use the bias terms (schedules specialize)
-  Halide::Expr values_finite;  // masked: whether P·V may skip its NaN-safe form (same)
+  Halide::Expr values_finite;  // hides_keys: whether P·V may skip its NaN-safe form (same)
 };
 
 // Exact float tests done on the bits. Halide compiles float compares with LLVM's no-NaN flag, so a
@@ -170,9 +180,9 @@ inline void combine_splits(SdpaFuncs& f, const Halide::Expr& key_split,
 
   Expr total = f.weight_total(i, h, b);
   f.out = Func("out");
-  f.out(c, i, h, b) = normalized_output(f.out_total(c, i, h, b), total, f.masked);
+  f.out(c, i, h, b) = normalized_output(f.out_total(c, i, h, b), total, f.hides_keys);
   f.logsumexp = Func("logsumexp");
-  f.logsumexp(i, h, b) = row_logsumexp(shift, total, f.masked);
+  f.logsumexp(i, h, b) = row_logsumexp(shift, total, f.hides_keys);
 }
 
 inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
@@ -186,6 +196,8 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.value_dim = in.value_dim;
   f.values = in.v;
   f.masked = in.mask != nullptr;
+  f.hides_keys = f.masked || in.hides_keys;
+  f.custom_logits = f.masked || bool(in.logit_of_score);
   f.r_d = RDom(0, in.head_dim, "r_d");
   // The keys one reduction covers: split s's. At least 1: a divisor bounds inference knows is
   // positive keeps split indices derived from key ranges tight (with an unknown sign it gives up
@@ -225,22 +237,26 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
 
   f.scores = Func("scores");
   f.scores(j, i, h, b) = 0.0f;
-  f.scores(j, i, h, b) += f.q_scaled(f.r_d, i, h, b) * in.k(f.r_d, j, kv_head, b);
-
-  f.logits = Func("logits");
-  f.logits(j, i, h, b) =
-      f.masked ? masked_logits(*in.mask, f.scores(j, i, h, b), x) : f.scores(j, i, h, b);
-  if (f.masked) {
-    f.has_bias = in.mask->has_bias;
-    f.values_finite = in.values_finite;
+  if (in.squared_distance) {
+    Expr diff = f.q_scaled(f.r_d, i, h, b) - in.k(f.r_d, j, kv_head, b);
+    f.scores(j, i, h, b) += diff * diff;
+  } else {
+    f.scores(j, i, h, b) += f.q_scaled(f.r_d, i, h, b) * in.k(f.r_d, j, kv_head, b);
   }
+
+  Expr score = f.scores(j, i, h, b);
+  if (in.logit_of_score) score = in.logit_of_score(score);
+  f.logits = Func("logits");
+  f.logits(j, i, h, b) = f.masked ? masked_logits(*in.mask, score, x) : score;
+  if (f.masked) f.has_bias = in.mask->has_bias;
+  if (f.hides_keys) f.values_finite = in.values_finite;
 
   // Per-row statistics of split s.
   f.row_max = Func("row_max");
   f.row_max(s, i, h, b) = Float(32).min();
   f.row_max(s, i, h, b) = max(f.row_max(s, i, h, b), f.logits(key, i, h, b));
   Expr row_max = f.row_max(s, i, h, b);
-  Expr shift = f.masked ? softmax_shift(row_max) : row_max;
+  Expr shift = f.hides_keys ? softmax_shift(row_max) : row_max;
 
   // exp(s - m) = 2^((s - m) * log2(e)); subtracting the max first keeps the rounding of the
   // multiply relative to the (small) distance from the max, not to the logit's magnitude.
@@ -255,14 +271,16 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.weighted_sum(c, s, i, h, b) = 0.0f;
   Expr weight = f.weights(key, s, i, h, b);
   Expr term = weight * in.v(c, key, kv_head, b);
-  if (f.masked) term = select(in.values_finite, term, select(is_exact_zero(weight), 0.0f, term));
+  if (f.hides_keys)
+    term = select(in.values_finite, term, select(is_exact_zero(weight), 0.0f, term));
   f.weighted_sum(c, s, i, h, b) += term;
 
   Expr row_sum = f.row_sum(s, i, h, b);
   f.split_out = Func("split_out");
-  f.split_out(c, s, i, h, b) = normalized_output(f.weighted_sum(c, s, i, h, b), row_sum, f.masked);
+  f.split_out(c, s, i, h, b) =
+      normalized_output(f.weighted_sum(c, s, i, h, b), row_sum, f.hides_keys);
   f.split_lse = Func("split_lse");
-  f.split_lse(s, i, h, b) = row_logsumexp(row_max, row_sum, f.masked);
+  f.split_lse(s, i, h, b) = row_logsumexp(row_max, row_sum, f.hides_keys);
 
   combine_splits(f, key_split, (in.seq_k + key_split - 1) / key_split, visited);
   return f;

@@ -99,7 +99,7 @@ inline void schedule_weighted_sum_by_key_chunks(SdpaFuncs& f, const CpuTiling& t
   // v without NaN/Inf (checked by the caller): plain FMAs, no test of each weight. Specialized
   // here, not on chunk_sum, so each version has its own register-block loop: one loop entered from
   // both versions got an AVX2 accumulator spilled (causal 2048², 1 thread: 98 vs 74 ms).
-  if (f.masked) f.weighted_sum.update().specialize(f.values_finite);
+  if (f.hides_keys) f.weighted_sum.update().specialize(f.values_finite);
 }
 
 // The split-KV combine (both tilings): a few floats per split and row, at the tile of `out`.
@@ -221,10 +221,8 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
     stat.update().split(f.r_j, key_outer, key_lane, t.vector).atomic().vectorize(key_lane);
   }
   f.weights.compute_at(at).vectorize(x.j, t.vector);
-  if (f.masked) {
-    f.logits.compute_at(at).vectorize(x.j, t.vector);
-    f.logits.specialize(f.has_bias);
-  }
+  if (f.custom_logits) f.logits.compute_at(at).vectorize(x.j, t.vector);
+  if (f.masked) f.logits.specialize(f.has_bias);
   // v is read once, in place (copying it would double the memory traffic). Guarded vectors keep
   // the rows inside [0, Dv).
   f.weighted_sum.compute_at(at).vectorize(x.c, t.vector, TailStrategy::GuardWithIf);

@@ -7,54 +7,18 @@
 
 #include "attention/attention.h"
 #include "halide_view.h"
+#include "kernel_choice.h"
 #include "sdpa_f32_decode.h"
 #include "sdpa_f32_masked_decode.h"
 #include "sdpa_f32_masked_prefill.h"
 #include "sdpa_f32_prefill.h"
+#include "tensor_util.h"
 #include "validate.h"
 
 namespace attention {
 namespace {
 
 using detail::ExpectedDim;
-
-// Up to this many query rows the decode kernel (dot products along d, no query reuse) beats the
-// prefill kernel (register blocks of 16-48 queries); measured crossover on AVX2 at Sk = 4096,
-// D = 128: Sq = 1: 7.5 vs 13.3 ms, Sq = 2: 10.0 vs 13.7, Sq = 3: 14.6 vs 12.6, Sq = 8: 17.7
-// vs 14.0.
-constexpr int64_t kDecodeMaxQueries = 2;
-
-// Split-KV for the decode kernels: each (key split, head, batch) is one parallel work item. Keys
-// are split until there are about kDecodeWorkItems items (enough for every core of a large
-// machine to get one, and uneven finishing times to even out on a small one), but no split is
-// shorter than kMinSplitKeys keys, whose K and V rows dwarf the Dv + 1 floats each split hands to
-// the combine. The count depends on the shape only, never on the thread count, so results stay
-// bit-identical for any number of threads. Split lengths are multiples of kSplitKeyMultiple (the
-// masked kernels skip keys in blocks of up to 16).
-constexpr int64_t kDecodeWorkItems = 64;
-constexpr int64_t kMinSplitKeys = 512;
-constexpr int64_t kSplitKeyMultiple = 64;
-
-int32_t decode_key_split(int64_t B, int64_t H, int64_t Sk) {
-  const int64_t items = std::max<int64_t>(B * H, 1);
-  const int64_t splits = std::clamp<int64_t>((kDecodeWorkItems + items - 1) / items, 1,
-                                             (Sk + kMinSplitKeys - 1) / kMinSplitKeys);
-  const int64_t keys = (Sk + splits - 1) / splits;
-  return static_cast<int32_t>((keys + kSplitKeyMultiple - 1) / kSplitKeyMultiple *
-                              kSplitKeyMultiple);
-}
-
-// Prefill walks each query tile's keys in splits of about kPrefillSplitKeys (an online softmax over
-// key blocks), so the tile's score and weight buffers (48 queries × split) stay in L2 however long
-// the sequence. Splits are even (a ragged last split would compute scores past Sk) and a multiple
-// of 8 keys (whole score register blocks). Like decode's, the split depends on the shape only.
-constexpr int64_t kPrefillSplitKeys = 512;
-
-int32_t prefill_key_split(int64_t Sk) {
-  const int64_t splits = std::max<int64_t>((Sk + kPrefillSplitKeys - 1) / kPrefillSplitKeys, 1);
-  const int64_t keys = (Sk + splits - 1) / splits;
-  return static_cast<int32_t>((keys + 7) / 8 * 8);
-}
 
 // The masked kernels compute diagonal offsets and band ends in int32.
 constexpr int64_t kMaxMaskedSeq = int64_t(1) << 29;
@@ -187,22 +151,6 @@ Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorVie
   return Status::ok_status();
 }
 
-// Writes `value` to every element of a (validated, rank <= 4) view.
-void fill(const TensorView& t, float value) {
-  std::array<int64_t, kMaxRank> shape{1, 1, 1, 1}, strides{0, 0, 0, 0};
-  const int pad = kMaxRank - t.rank;
-  for (int d = 0; d < t.rank; ++d) {
-    shape[pad + d] = t.shape[d];
-    strides[pad + d] = t.strides[d];
-  }
-  auto* base = static_cast<float*>(t.data);
-  for (int64_t a = 0; a < shape[0]; ++a)
-    for (int64_t b = 0; b < shape[1]; ++b)
-      for (int64_t c = 0; c < shape[2]; ++c)
-        for (int64_t d = 0; d < shape[3]; ++d)
-          base[a * strides[0] + b * strides[1] + c * strides[2] + d * strides[3]] = value;
-}
-
 // ALiBi's default slopes (Press et al.): 2^(-8(h+1)/n) for n a power of two; otherwise those of
 // the largest power of two below H, then every other slope of twice that count.
 std::vector<float> default_alibi_slopes(int64_t H) {
@@ -217,20 +165,6 @@ std::vector<float> default_alibi_slopes(int64_t H) {
   const std::vector<float> finer = geometric(2 * n);
   for (int64_t h = 0; slopes.size() < static_cast<size_t>(H); h += 2) slopes.push_back(finer[h]);
   return slopes;
-}
-
-// Whether every element of a rank-4 view is finite (stops at the first that is not).
-bool all_finite(const TensorView& t) {
-  const auto* base = static_cast<const float*>(t.data);
-  for (int64_t a = 0; a < t.shape[0]; ++a)
-    for (int64_t b = 0; b < t.shape[1]; ++b)
-      for (int64_t c = 0; c < t.shape[2]; ++c) {
-        const float* row = base + a * t.strides[0] + b * t.strides[1] + c * t.strides[2];
-        for (int64_t d = 0; d < t.shape[3]; ++d) {
-          if (!std::isfinite(row[d])) return false;
-        }
-      }
-  return true;
 }
 
 // A mask tensor as the kernel reads it: [B, H, Sq, Sk] with stride 0 on broadcast dims, or, when
@@ -292,20 +226,20 @@ Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
   detail::HalideView hbool(kernel_mask_view(m.bool_mask, &kAllowed, DType::Bool, B, H, Sq, Sk));
   detail::HalideView hadd(
       kernel_mask_view(m.additive_mask, &kNoBias, DType::Float32, B, H, Sq, Sk));
-  if (Sq > kDecodeMaxQueries) {
+  if (Sq > detail::kDecodeMaxQueries) {
     // A non-finite v at a hidden key would reach rows through 0 · NaN; the kernel's plain P·V is
     // only safe without them (decode always takes the safe form).
-    const bool values_finite = all_finite(v);
+    const bool values_finite = detail::all_finite(v);
     return detail::run_kernel("sdpa_f32_masked_prefill", sdpa_f32_masked_prefill, hq.get(),
                               hk.get(), hv.get(), scale, hkl.get(), hql.get(), diag_offset,
                               band_back, band_forward, has_bias, hbool.get(), hadd.get(),
-                              hslopes.get(), m.softcap, values_finite, prefill_key_split(Sk),
-                              hout.get(), hlse.get());
+                              hslopes.get(), m.softcap, values_finite,
+                              detail::prefill_key_split(Sk), hout.get(), hlse.get());
   }
-  return detail::run_kernel("sdpa_f32_masked_decode", sdpa_f32_masked_decode, hq.get(), hk.get(),
-                            hv.get(), scale, hkl.get(), hql.get(), diag_offset, band_back,
-                            band_forward, has_bias, hbool.get(), hadd.get(), hslopes.get(),
-                            m.softcap, false, decode_key_split(B, H, Sk), hout.get(), hlse.get());
+  return detail::run_kernel(
+      "sdpa_f32_masked_decode", sdpa_f32_masked_decode, hq.get(), hk.get(), hv.get(), scale,
+      hkl.get(), hql.get(), diag_offset, band_back, band_forward, has_bias, hbool.get(), hadd.get(),
+      hslopes.get(), m.softcap, false, detail::decode_key_split(B, H, Sk), hout.get(), hlse.get());
 }
 
 }  // namespace
@@ -317,8 +251,8 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
   if (out.numel() == 0) return Status::ok_status();  // B, H or Sq is 0
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   if (k.shape[2] == 0) {  // no keys: every row is fully masked
-    fill(out, 0.0f);
-    if (want_lse) fill(options.logsumexp, -std::numeric_limits<float>::infinity());
+    detail::fill(out, 0.0f);
+    if (want_lse) detail::fill(options.logsumexp, -std::numeric_limits<float>::infinity());
     return Status::ok_status();
   }
 
@@ -332,12 +266,12 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
   const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
   if (!options.mask.empty()) return run_masked(q, k, v, out, lse, scale, options.mask);
   detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
-  if (Sq > kDecodeMaxQueries) {
+  if (Sq > detail::kDecodeMaxQueries) {
     return detail::run_kernel("sdpa_f32_prefill", sdpa_f32_prefill, hq.get(), hk.get(), hv.get(),
-                              scale, prefill_key_split(k.shape[2]), hout.get(), hlse.get());
+                              scale, detail::prefill_key_split(k.shape[2]), hout.get(), hlse.get());
   }
   return detail::run_kernel("sdpa_f32_decode", sdpa_f32_decode, hq.get(), hk.get(), hv.get(), scale,
-                            decode_key_split(B, H, k.shape[2]), hout.get(), hlse.get());
+                            detail::decode_key_split(B, H, k.shape[2]), hout.get(), hlse.get());
 }
 
 }  // namespace attention

@@ -154,6 +154,39 @@ struct SdpaOptions {
 Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, const TensorView& v,
                                     const TensorView& out, const SdpaOptions& options = {});
 
+// The kernel f of Nadaraya–Watson regression, of the scaled distance u = ‖q − k‖ / bandwidth.
+enum class RegressionKernel {
+  Gaussian,      // f = exp(−u²/2): bandwidth is σ
+  Boxcar,        // f = 1 if u <= 1, else 0: bandwidth is the radius h
+  Epanechnikov,  // f = max(0, 1 − u) (the form the issue names; not the quadratic 1 − u²)
+};
+
+// Options of nadaraya_watson_attention.
+struct KernelRegressionOptions {
+  RegressionKernel kernel = RegressionKernel::Gaussian;
+  // σ or h above: finite and > 0, with 1 / bandwidth² finite in fp32 (bandwidth >= ~1e-19).
+  float bandwidth = 1.0f;
+  // Optional output [B, Sq]: log Σ_j f(q_i, k_j) (natural log). -inf marks a row that no key
+  // reaches (boxcar / Epanechnikov with every key farther than the bandwidth, or Sk == 0); its
+  // output row is zeros. Leave data == nullptr to skip it.
+  TensorView log_weight_sum;
+};
+
+// Nadaraya–Watson kernel regression as attention: each query averages the values with weights
+// f(q_i, k_j) / Σ_j f(q_i, k_j), f from options.kernel.
+//
+//   queries [B, Sq, D]      keys [B, Sk, D]      values [B, Sk, Dv]      out [B, Sq, Dv]
+//
+// D is the dimension of the regression's inputs (1 for the classic scalar demo); Dv that of its
+// outputs. View rules, zero sizes, limits and NaN propagation are those of
+// scaled_dot_product_attention (rank 3 here; a NaN input makes the rows it reaches NaN). A row
+// whose weights are all zero outputs zeros and reports -inf in log_weight_sum. The Gaussian never
+// does: its weights are normalized in the log domain, so a query far from every key still gets the
+// nearest keys' average (where exp(−u²/2) itself would underflow to 0/0).
+Status nadaraya_watson_attention(const TensorView& queries, const TensorView& keys,
+                                 const TensorView& values, const TensorView& out,
+                                 const KernelRegressionOptions& options = {});
+
 // Number of worker threads the kernels use, process-wide (Halide's thread pool). Defaults to the
 // HL_NUM_THREADS environment variable if set, else the number of cores. n < 1 restores that
 // default. Safe to call at any time, also while other threads run kernels. Results never depend on

@@ -1,0 +1,111 @@
+// nadaraya_watson_attention: argument checks, then the kernel_regression kernels (the SDPA
+// pipeline with a distance score; see generators/sdpa_generator.cpp) on [B, 1, S, D] views.
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "attention/attention.h"
+#include "halide_view.h"
+#include "kernel_choice.h"
+#include "nadaraya_watson_f32_decode.h"
+#include "nadaraya_watson_f32_prefill.h"
+#include "tensor_util.h"
+#include "validate.h"
+
+namespace attention {
+namespace {
+
+Status check_args(const TensorView& q, const TensorView& k, const TensorView& v,
+                  const TensorView& out, const KernelRegressionOptions& options) {
+  ATTENTION_RETURN_IF_ERROR(detail::check_view(q, "queries", 3, "[B, Sq, D]"));
+  ATTENTION_RETURN_IF_ERROR(detail::check_view(k, "keys", 3, "[B, Sk, D]"));
+  ATTENTION_RETURN_IF_ERROR(detail::check_view(v, "values", 3, "[B, Sk, Dv]"));
+  ATTENTION_RETURN_IF_ERROR(detail::check_view(out, "out", 3, "[B, Sq, Dv]"));
+  const int64_t B = q.shape[0], Sq = q.shape[1], D = q.shape[2];
+  const int64_t Sk = k.shape[1], Dv = v.shape[2];
+  if (D == 0) {
+    return Status::invalid("queries: dim D must be >= 1, got shape " + detail::shape_string(q));
+  }
+  ATTENTION_RETURN_IF_ERROR(detail::check_shape(k, "keys", {{"B", B}, {"Sk", -1}, {"D", D}}));
+  ATTENTION_RETURN_IF_ERROR(detail::check_shape(v, "values", {{"B", B}, {"Sk", Sk}, {"Dv", -1}}));
+  if (Dv == 0) {
+    return Status::invalid("values: dim Dv must be >= 1, got shape " + detail::shape_string(v));
+  }
+  ATTENTION_RETURN_IF_ERROR(detail::check_shape(out, "out", {{"B", B}, {"Sq", Sq}, {"Dv", Dv}}));
+  const int kernel = static_cast<int>(options.kernel);
+  if (kernel < 0 || kernel > 2) {
+    return Status::invalid(
+        "options.kernel: not a RegressionKernel (Gaussian, Boxcar or "
+        "Epanechnikov), got " +
+        std::to_string(kernel));
+  }
+  const float h = options.bandwidth;
+  if (!(h > 0.0f) || !std::isfinite(h) || !std::isfinite(1.0f / (h * h))) {
+    return Status::invalid(
+        "options.bandwidth: must be finite and > 0 with 1/bandwidth² finite in fp32, got " +
+        std::to_string(h));
+  }
+  std::vector<detail::NamedView> inputs = {{&q, "queries"}, {&k, "keys"}, {&v, "values"}};
+  ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(out, "out", inputs));
+  const TensorView& lws = options.log_weight_sum;
+  if (lws.data != nullptr || lws.rank != 0) {
+    ATTENTION_RETURN_IF_ERROR(detail::check_view(lws, "options.log_weight_sum", 2, "[B, Sq]"));
+    ATTENTION_RETURN_IF_ERROR(
+        detail::check_shape(lws, "options.log_weight_sum", {{"B", B}, {"Sq", Sq}}));
+    inputs.insert(inputs.begin(), {&out, "out"});
+    ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(lws, "options.log_weight_sum", inputs));
+  }
+  return Status::ok_status();
+}
+
+// [B, S, X] as the kernels' [B, H=1, S, X].
+TensorView one_head(const TensorView& t) {
+  TensorView view = t;
+  view.rank = t.rank + 1;
+  for (int d = t.rank; d >= 2; --d) {
+    view.shape[d] = t.shape[d - 1];
+    view.strides[d] = t.strides[d - 1];
+  }
+  view.shape[1] = 1;
+  view.strides[1] = t.shape[1] * t.strides[1];  // any value: the dim has one index
+  return view;
+}
+
+}  // namespace
+
+Status nadaraya_watson_attention(const TensorView& queries, const TensorView& keys,
+                                 const TensorView& values, const TensorView& out,
+                                 const KernelRegressionOptions& options) {
+  ATTENTION_RETURN_IF_ERROR(check_args(queries, keys, values, out, options));
+  const bool want_lws = options.log_weight_sum.data != nullptr;
+  if (out.numel() == 0) return Status::ok_status();  // B or Sq is 0
+  const int64_t B = queries.shape[0], Sq = queries.shape[1], Sk = keys.shape[1];
+  if (Sk == 0) {  // no keys: every row has no weight at all
+    detail::fill(out, 0.0f);
+    if (want_lws) detail::fill(options.log_weight_sum, -std::numeric_limits<float>::infinity());
+    return Status::ok_status();
+  }
+  std::vector<float> lws_scratch;
+  TensorView lws = options.log_weight_sum;
+  if (!want_lws) {
+    lws_scratch.resize(static_cast<size_t>(B * Sq));
+    lws = TensorView::contiguous(lws_scratch.data(), {B, Sq});
+  }
+  const float inverse_bandwidth_squared = 1.0f / (options.bandwidth * options.bandwidth);
+  const auto kernel = static_cast<int32_t>(options.kernel);
+  // Keys farther than the bandwidth get weight 0; a NaN/Inf value there must not reach the row.
+  const bool values_finite = detail::all_finite(values);
+  detail::HalideView hq(one_head(queries)), hk(one_head(keys)), hv(one_head(values)),
+      hout(one_head(out)), hlws(one_head(lws));
+  if (Sq > detail::kDecodeMaxQueries) {
+    return detail::run_kernel("nadaraya_watson_f32_prefill", nadaraya_watson_f32_prefill, hq.get(),
+                              hk.get(), hv.get(), inverse_bandwidth_squared, kernel, values_finite,
+                              detail::prefill_key_split(Sk), hout.get(), hlws.get());
+  }
+  return detail::run_kernel("nadaraya_watson_f32_decode", nadaraya_watson_f32_decode, hq.get(),
+                            hk.get(), hv.get(), inverse_bandwidth_squared, kernel, values_finite,
+                            detail::decode_key_split(B, 1, Sk), hout.get(), hlws.get());
+}
+
+}  // namespace attention
