@@ -214,6 +214,7 @@ class KernelRegressionGenerator : public SdpaGeneratorBase<KernelRegressionGener
       in.scale = 1.0f;
       in.squared_distance = true;
       in.hides_keys = true;
+      in.logit_cases = {kind == 0, kind == 1};
       in.logit_of_score = [=](const Expr& distance_squared) {
         Expr u2 = distance_squared * inverse_bandwidth_squared;
         Expr minus_inf = Float(32).min();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include "Halide.h"
 #include "algorithm/masks.h"
@@ -45,6 +46,9 @@ struct SdpaInputs {
   bool squared_distance = false;
   std::function<Halide::Expr(const Halide::Expr&)> logit_of_score;
   bool hides_keys = false;
+  // Run-time choices inside logit_of_score (a kernel picked by an input): the schedule gives the
+  // logits one version per condition, so a call computes only the form it picked.
+  std::vector<Halide::Expr> logit_cases;
   // Keys per split (required): the keys are reduced split by split, each split yielding its own
   // (out, logsumexp), which a logsumexp-weighted sum combines (split-KV / online softmax over key
   // blocks; a split of >= Sk keys is one pass). Masked: a multiple of MaskInputs::key_block.
@@ -63,23 +67,25 @@ struct SdpaFuncs {
   Halide::Func scores;     // (j, i, h, b)  scale * q·k
   Halide::Func logits;     // (j, i, h, b)  scores with masks and biases (-inf: hidden key)
   // Per split s: each reduces over that split's keys only.
-  Halide::Func row_max;       // (s, i, h, b)     max_j logits
-  Halide::Func weights;       // (j, s, i, h, b)  exp(logits - row_max), unnormalized
-  Halide::Func row_sum;       // (s, i, h, b)     sum_j weights
-  Halide::Func weighted_sum;  // (c, s, i, h, b)  sum_j weights * v
-  Halide::Func split_out;     // (c, s, i, h, b)  the split's own normalized output
-  Halide::Func split_lse;     // (s, i, h, b)     the split's own logsumexp (-inf: no visible key)
-  Halide::Func split_result;  // (c, s, i, h, b)  Tuple(split_out, split_lse)
-  Halide::Func lse_max;       // (i, h, b)        max_s split_lse
-  Halide::Func split_weight;  // (s, i, h, b)     exp(split_lse - lse_max)
-  Halide::Func weight_total;  // (i, h, b)        sum_s split_weight
-  Halide::Func out_total;     // (c, i, h, b)     sum_s split_weight * split_out
-  Halide::RDom r_s;           // over the splits
-  Halide::Func out;           // (c, i, h, b)     out_total / weight_total
-  Halide::Func logsumexp;     // (i, h, b)        lse_max + log(weight_total), natural log
+  Halide::Func row_max;        // (s, i, h, b)     max_j logits
+  Halide::Func weights;        // (j, s, i, h, b)  exp(logits - row_max), unnormalized
+  Halide::Func row_sum;        // (s, i, h, b)     sum_j weights
+  Halide::Func weighted_sum;   // (c, s, i, h, b)  sum_j weights * v
+  Halide::Func split_out;      // (c, s, i, h, b)  the split's own normalized output
+  Halide::Func split_lse;      // (s, i, h, b)     the split's own logsumexp (-inf: no visible key)
+  Halide::Func split_result;   // (c, s, i, h, b)  Tuple(split_out, split_lse)
+  Halide::Func lse_max;        // (i, h, b)        max_s split_lse
+  Halide::Func split_weight;   // (s, i, h, b)     exp(split_lse - lse_max)
+  Halide::Func weight_total;   // (i, h, b)        sum_s split_weight
+  Halide::Func out_total;      // (c, i, h, b)     sum_s split_weight * split_out
+  Halide::RDom r_s;            // over the splits
+  Halide::Func out;            // (c, i, h, b)     out_total / weight_total
+  Halide::Func logsumexp;      // (i, h, b)        lse_max + log(weight_total), natural log
   bool masked = false;         // MaskInputs given (masks.h)
   bool hides_keys = false;     // some logits may be -inf (masks, or a score form with zero weights)
   bool custom_logits = false;  // logits are more than the scores: worth computing once
+  std::vector<Halide::Expr> logit_cases;  // SdpaInputs::logit_cases
+  bool whole_splits = false;   // r_j has no predicate: every split reduces over key_split keys
   Halide::Expr has_bias;       // masked: whether logits use the bias terms (schedules specialize)
   Halide::Expr values_finite;  // hides_keys: whether P·V may skip its NaN-safe form (same)
 };
@@ -198,6 +204,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.masked = in.mask != nullptr;
   f.hides_keys = f.masked || in.hides_keys;
   f.custom_logits = f.masked || bool(in.logit_of_score);
+  f.logit_cases = in.logit_cases;
   f.r_d = RDom(0, in.head_dim, "r_d");
   // The keys one reduction covers: split s's. At least 1: a divisor bounds inference knows is
   // positive keeps split indices derived from key ranges tight (with an unknown sign it gives up
@@ -210,8 +217,11 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   if (!f.masked) {
     f.r_j = RDom(0, key_split, "r_j");
     key = first_key + f.r_j;
-    // The last split may run past Sk (reads there are clamped; these keys are left out).
-    f.r_j.where(key < in.seq_k);
+    // The last split may run past Sk (reads there are clamped). Those keys are left out: by a
+    // predicate, or, where logits can hide keys anyway, by a logit of -inf (below), which keeps
+    // every reduction's extent a whole split, so reductions across keys vectorize.
+    f.whole_splits = f.hides_keys;
+    if (!f.whole_splits) f.r_j.where(key < in.seq_k);
   } else {
     // Keys in whole blocks, and only blocks that meet the range visible to the row's group.
     const MaskInputs& m = *in.mask;
@@ -247,7 +257,12 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   Expr score = f.scores(j, i, h, b);
   if (in.logit_of_score) score = in.logit_of_score(score);
   f.logits = Func("logits");
-  f.logits(j, i, h, b) = f.masked ? masked_logits(*in.mask, score, x) : score;
+  if (f.masked) {
+    score = masked_logits(*in.mask, score, x);
+  } else if (f.hides_keys) {
+    score = select(j < in.seq_k, score, Float(32).min());
+  }
+  f.logits(j, i, h, b) = score;
   if (f.masked) f.has_bias = in.mask->has_bias;
   if (f.hides_keys) f.values_finite = in.values_finite;
 

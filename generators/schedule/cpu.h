@@ -149,6 +149,7 @@ inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Va
       .unroll(lane_j);
   // Calls without biases skip the bias terms and the mask tensors.
   if (f.masked) scores_tile.specialize(f.has_bias);
+  for (const Expr& form : f.logit_cases) scores_tile.specialize(form);
   f.scores.compute_at(scores_tile, blk_i)
       .reorder_storage(x.i, x.j, x.h, x.b)
       .reorder(x.i, x.j)
@@ -207,25 +208,66 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
 
   // q is not clamped in d: guard instead of rounding up.
   f.q_scaled.compute_at(at).vectorize(x.d, t.vector, TailStrategy::GuardWithIf);
-  Func lanes = f.scores.update().split(f.r_d, d_outer, d_lane, t.dot_lanes).rfactor(d_lane, lane);
   f.scores.compute_at(at).vectorize(x.j, t.vector);
+  // D >= dot_lanes: the lanes' horizontal add has dot_lanes terms (constant, so vectorized).
+  const Expr wide_keys = f.head_dim >= t.dot_lanes;
+  Func lanes = f.scores.update()
+                   .specialize(wide_keys)
+                   .split(f.r_d, d_outer, d_lane, t.dot_lanes)
+                   .rfactor(d_lane, lane);
   // Keys outside the query rows: a key's row of k stays in L1 while every row uses it.
-  f.scores.update().reorder(d_lane, x.i, x.j).atomic().vectorize(d_lane);
-  // The lanes' horizontal add has min(D, dot_lanes) terms: constant, and so vectorized, here.
-  f.scores.update().specialize(f.head_dim >= t.dot_lanes);
+  f.scores.update().specialize(wide_keys).reorder(d_lane, x.i, x.j).atomic().vectorize(d_lane);
   // Vectors of dot_lanes lanes: the backend splits them into independent registers.
   lanes.compute_at(f.scores, x.i).vectorize(lane);
   lanes.update().reorder(lane, d_outer).vectorize(lane);
+  // Short keys (kernel regression on a few features): a vector of keys at a time, one feature
+  // after another (strided loads of k), instead of mostly empty feature lanes.
+  f.scores.update().reorder(f.r_d, x.j, x.i).vectorize(x.j, t.vector);
+  // Reductions across a split's keys, a vector of keys at a time. With whole splits (no predicate
+  // on the keys) each lane keeps its own partial result and the lanes meet once at the end;
+  // otherwise each vector is reduced as it comes (in order: a chain of scalar adds).
+  auto reduce_key_vectors = [&](Func stat, const std::vector<VarOrRVar>& inner_to_outer) {
+    Stage update = stat.update();
+    if (!f.whole_splits) {
+      update.split(f.r_j, key_outer, key_lane, t.vector).atomic().vectorize(key_lane);
+      return;
+    }
+    Func lanes = update.split(f.r_j, key_outer, key_lane, t.vector).rfactor(key_lane, lane);
+    lanes.compute_at(stat, x.i).vectorize(lane);
+    std::vector<VarOrRVar> order = {lane, key_outer};
+    order.insert(order.end(), inner_to_outer.begin(), inner_to_outer.end());
+    lanes.update().reorder(order).vectorize(lane);
+    stat.update().atomic().vectorize(key_lane);
+  };
   for (Func stat : {f.row_max, f.row_sum}) {
     stat.compute_at(at);
-    stat.update().split(f.r_j, key_outer, key_lane, t.vector).atomic().vectorize(key_lane);
+    reduce_key_vectors(stat, {});
   }
   f.weights.compute_at(at).vectorize(x.j, t.vector);
   if (f.custom_logits) f.logits.compute_at(at).vectorize(x.j, t.vector);
   if (f.masked) f.logits.specialize(f.has_bias);
+  for (const Expr& form : f.logit_cases) f.logits.specialize(form);
   // v is read once, in place (copying it would double the memory traffic). Guarded vectors keep
   // the rows inside [0, Dv).
   f.weighted_sum.compute_at(at).vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  // Whole splits with rows shorter than a vector (kernel regression on a few features): vectors
+  // of keys instead (strided loads of v), all of a key vector's features before the next, each
+  // lane its own partial sums. Not for SDPA: the specialization alone made its decode loop ~5%
+  // slower at Dv = 128.
+  if (f.whole_splits) {
+    const Expr short_rows = f.value_dim < t.vector;
+    Func lanes = f.weighted_sum.update()
+                     .specialize(short_rows)
+                     .split(f.r_j, key_outer, key_lane, t.vector)
+                     .rfactor(key_lane, lane);
+    lanes.compute_at(f.weighted_sum, x.i).reorder_storage(lane, x.c).vectorize(lane);
+    lanes.update().reorder(lane, x.c, key_outer).vectorize(lane);
+    f.weighted_sum.update()
+        .specialize(short_rows)
+        .reorder(key_lane, x.c)
+        .atomic()
+        .vectorize(key_lane);
+  }
   f.weighted_sum.update()
       .reorder(x.c, x.i, f.r_j)
       .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
