@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "bench_common.h"
 
 namespace {
 
@@ -154,21 +155,10 @@ void BM_NadarayaWatsonNaive(benchmark::State& state, RegressionShape s) {
   report(state, s, "naive");
 }
 
-int bench_threads() {
-  const char* env = std::getenv("ATTENTION_BENCH_THREADS");
-  if (env == nullptr || *env == '\0')
-    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  return std::max(1, std::atoi(env));
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  const int threads = bench_threads();
-  attention::set_num_threads(threads);
-  benchmark::AddCustomContext("threads", std::to_string(threads));
+  if (!bench::initialize(&argc, argv)) return 1;
   for (const RegressionShape& s : kShapes) {
     for (auto [impl, fn] :
          {std::pair{"ours", BM_NadarayaWatsonOurs}, std::pair{"naive", BM_NadarayaWatsonNaive}}) {

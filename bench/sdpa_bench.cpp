@@ -29,6 +29,8 @@
 #include <thread>
 #include <vector>
 
+#include "bench_common.h"
+
 namespace {
 
 // The masks of the masked-attention benchmarks. Ours gets them as MaskOptions (fused); the math
@@ -82,17 +84,9 @@ constexpr double kDecodeRotationBytes = double(int64_t(256) << 20);
 constexpr float kMaxAbsDiff = 1e-4f;
 constexpr unsigned kSeed = 20240611;
 
-[[noreturn]] void fail(const std::string& message) {
-  std::fprintf(stderr, "sdpa_bench: %s\n", message.c_str());
-  std::abort();
-}
+[[noreturn]] void fail(const std::string& message) { bench::fail("sdpa_bench", message); }
 
-int bench_threads_from_env();
-// ATTENTION_BENCH_THREADS, else all hardware threads; read once.
-int bench_threads() {
-  static const int threads = bench_threads_from_env();
-  return threads;
-}
+int bench_threads() { return bench::threads(); }
 
 std::string shape_name(const Shape& s) {
   std::string name = std::to_string(s.b) + "x" + std::to_string(s.h) + "x" + std::to_string(s.sq) +
@@ -550,26 +544,10 @@ void register_benchmarks() {
   add("copy/" + std::to_string(kCopyProbeBytes >> 20) + "MiB", BM_CopyProbe, kCopyProbeBytes);
 }
 
-int bench_threads_from_env() {
-  const char* env = std::getenv("ATTENTION_BENCH_THREADS");
-  if (env == nullptr || *env == '\0')
-    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  char* end = nullptr;
-  const long n = std::strtol(env, &end, 10);
-  if (*end != '\0' || n < 1 || n > 4096)
-    fail(std::string("ATTENTION_BENCH_THREADS=") + env + " is not a thread count");
-  return static_cast<int>(n);
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-
-  const int threads = bench_threads();
-  attention::set_num_threads(threads);
-  benchmark::AddCustomContext("threads", std::to_string(threads));
+  if (!bench::initialize(&argc, argv)) return 1;
   benchmark::AddCustomContext(
       "openblas", std::string(openblas_get_config()) + " core=" + openblas_get_corename());
 

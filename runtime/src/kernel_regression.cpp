@@ -1,7 +1,6 @@
 // nadaraya_watson_attention: argument checks, then the kernel_regression kernels (the SDPA
 // pipeline with a distance score; see generators/sdpa_generator.cpp) on [B, 1, S, D] views.
 #include <cmath>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -78,20 +77,14 @@ Status nadaraya_watson_attention(const TensorView& queries, const TensorView& ke
                                  const TensorView& values, const TensorView& out,
                                  const KernelRegressionOptions& options) {
   ATTENTION_RETURN_IF_ERROR(check_args(queries, keys, values, out, options));
-  const bool want_lws = options.log_weight_sum.data != nullptr;
   if (out.numel() == 0) return Status::ok_status();  // B or Sq is 0
   const int64_t B = queries.shape[0], Sq = queries.shape[1], Sk = keys.shape[1];
   if (Sk == 0) {  // no keys: every row has no weight at all
-    detail::fill(out, 0.0f);
-    if (want_lws) detail::fill(options.log_weight_sum, -std::numeric_limits<float>::infinity());
+    detail::write_rows_without_keys(out, options.log_weight_sum);
     return Status::ok_status();
   }
   std::vector<float> lws_scratch;
-  TensorView lws = options.log_weight_sum;
-  if (!want_lws) {
-    lws_scratch.resize(static_cast<size_t>(B * Sq));
-    lws = TensorView::contiguous(lws_scratch.data(), {B, Sq});
-  }
+  const TensorView lws = detail::stats_or_scratch(options.log_weight_sum, {B, Sq}, lws_scratch);
   const float inverse_bandwidth_squared = 1.0f / (options.bandwidth * options.bandwidth);
   const auto kernel = static_cast<int32_t>(options.kernel);
   // Keys farther than the bandwidth get weight 0; a NaN/Inf value there must not reach the row.

@@ -247,22 +247,14 @@ Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
 Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, const TensorView& v,
                                     const TensorView& out, const SdpaOptions& options) {
   ATTENTION_RETURN_IF_ERROR(check_sdpa_args(q, k, v, out, options));
-  const bool want_lse = options.logsumexp.data != nullptr;
   if (out.numel() == 0) return Status::ok_status();  // B, H or Sq is 0
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   if (k.shape[2] == 0) {  // no keys: every row is fully masked
-    detail::fill(out, 0.0f);
-    if (want_lse) detail::fill(options.logsumexp, -std::numeric_limits<float>::infinity());
+    detail::write_rows_without_keys(out, options.logsumexp);
     return Status::ok_status();
   }
-
-  // The kernel always produces logsumexp; without a caller buffer it goes to scratch.
   std::vector<float> lse_scratch;
-  TensorView lse = options.logsumexp;
-  if (!want_lse) {
-    lse_scratch.resize(static_cast<size_t>(B * H * Sq));
-    lse = TensorView::contiguous(lse_scratch.data(), {B, H, Sq});
-  }
+  const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
   const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
   if (!options.mask.empty()) return run_masked(q, k, v, out, lse, scale, options.mask);
   detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);

@@ -1,6 +1,9 @@
 // Small loops over validated fp32 views that several entry points need.
 #pragma once
 
+#include <initializer_list>
+#include <vector>
+
 #include "attention/attention.h"
 
 namespace attention::detail {
@@ -11,5 +14,14 @@ void fill(const TensorView& t, float value);
 // Whether every element of a (validated, rank <= 4) fp32 view is finite; stops at the first that
 // is not.
 bool all_finite(const TensorView& t);
+
+// The rule for a call without keys (Sk == 0): no row has any weight, so out is zeros and the
+// row statistics (logsumexp or alike; skipped when stats.data is null) are -inf.
+void write_rows_without_keys(const TensorView& out, const TensorView& stats);
+
+// The kernels always write their row statistics: the caller's view if it asked for them, else a
+// dense scratch view of `shape` backed by `scratch`.
+TensorView stats_or_scratch(const TensorView& requested, std::initializer_list<int64_t> shape,
+                            std::vector<float>& scratch);
 
 }  // namespace attention::detail

@@ -1,0 +1,47 @@
+// What every benchmark driver of this project shares: the thread count and the run's setup.
+#pragma once
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "attention/attention.h"
+
+namespace bench {
+
+// Prints the message and aborts: a benchmark that cannot run as asked must not report numbers.
+[[noreturn]] inline void fail(const char* program, const std::string& message) {
+  std::fprintf(stderr, "%s: %s\n", program, message.c_str());
+  std::abort();
+}
+
+// ATTENTION_BENCH_THREADS, else all hardware threads; read once.
+inline int threads() {
+  static const int n = [] {
+    const char* env = std::getenv("ATTENTION_BENCH_THREADS");
+    if (env == nullptr || *env == '\0')
+      return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    char* end = nullptr;
+    const long parsed = std::strtol(env, &end, 10);
+    if (*end != '\0' || parsed < 1 || parsed > 4096)
+      fail("bench", std::string("ATTENTION_BENCH_THREADS=") + env + " is not a thread count");
+    return static_cast<int>(parsed);
+  }();
+  return n;
+}
+
+// Google Benchmark's flags, then our kernels' thread count (recorded in the run's context).
+// False when an argument is not understood.
+inline bool initialize(int* argc, char** argv) {
+  benchmark::Initialize(argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(*argc, argv)) return false;
+  attention::set_num_threads(threads());
+  benchmark::AddCustomContext("threads", std::to_string(threads()));
+  return true;
+}
+
+}  // namespace bench
