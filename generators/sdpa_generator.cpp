@@ -144,9 +144,18 @@ class SdpaGenerator : public SdpaGeneratorBase<SdpaGenerator> {
   void schedule() { schedule_cpu(); }
 };
 
+enum class ScoreForm { Dot, Additive };
+
 // SDPA with every mask of algorithm/masks.h. The runtime passes neutral values for unused pieces.
+//
+// score=additive: Bahdanau's score scale · Σ_a w_a · tanh(q_a + k_a) instead of scale · q·k, with
+// the extra input score_weights (a) = w_a. q and k are the projections W_q·q (+ bias) and W_k·k
+// over the attention dimension A (computed once by the runtime, not per pair).
 class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
  public:
+  GeneratorParam<ScoreForm> score{
+      "score", ScoreForm::Dot, {{"dot", ScoreForm::Dot}, {"additive", ScoreForm::Additive}}};
+
   Input<Buffer<int32_t, 1>> key_lengths{"key_lengths"};      // (b), each in [0, Sk]
   Input<Buffer<int32_t, 1>> query_lengths{"query_lengths"};  // (b), each in [0, Sq]
   Input<int32_t> diag_offset{"diag_offset"};
@@ -178,12 +187,32 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
     mask_.alibi_slope = alibi_slopes;
     mask_.softcap = softcap;
     // Decode's P·V already runs at memory speed: always take the NaN-safe form there.
-    build(out, logsumexp, &mask_, prefill() ? Expr(values_finite) : Expr(false));
+    build(out, logsumexp, &mask_, prefill() ? Expr(values_finite) : Expr(false),
+          [this](SdpaInputs& in) {
+            if (score != ScoreForm::Additive) return;
+            score_weights_->set_estimates({{0, 64}});
+            Func w = *score_weights_;
+            Expr temperature = in.scale;
+            in.scale = 1.0f;
+            in.score_term = [w](const Expr& q_a, const Expr& k_a, const Expr& a) {
+              return w(a) * tanh_vectorizable(q_a + k_a);
+            };
+            in.logit_of_score = [temperature](const Expr& s) { return temperature * s; };
+          });
   }
   void schedule() { schedule_cpu(); }
 
+  // The additive form's w_a goes before key_split (which the base adds last).
+  void configure() {
+    if (score == ScoreForm::Additive) {
+      score_weights_ = add_input<Buffer<float, 1>>("score_weights");
+    }
+    SdpaGeneratorBase::configure();
+  }
+
  private:
   MaskInputs mask_;
+  GeneratorInput<Buffer<float, 1>>* score_weights_ = nullptr;
 
   template <typename T>
   static Func clamp_rows_and_keys(const GeneratorInput<Buffer<T, 4>>& in) {
@@ -212,7 +241,9 @@ class KernelRegressionGenerator : public SdpaGeneratorBase<KernelRegressionGener
     Expr kind = kernel;
     build(out, logsumexp, nullptr, values_finite, [=](SdpaInputs& in) {
       in.scale = 1.0f;
-      in.squared_distance = true;
+      in.score_term = [](const Expr& q_d, const Expr& k_d, const Expr&) {
+        return (q_d - k_d) * (q_d - k_d);
+      };
       in.hides_keys = true;
       in.logit_cases = {kind == 0, kind == 1};
       in.logit_of_score = [=](const Expr& distance_squared) {

@@ -40,10 +40,12 @@ struct SdpaInputs {
   // With masks or hides_keys: false when v may hold NaN/Inf. P·V then skips zero weights, so a
   // non-finite value at a key a row cannot see never reaches it (0 · NaN would be NaN).
   Halide::Expr values_finite;
-  // The pair score the softmax starts from: scale · q·k, or (squared_distance) ‖scale·q − k‖²
-  // summed the same way over d (kernel regression; scale 1 there). logit_of_score, if set, maps it
-  // to the logit, the log of the pair's unnormalized weight (-inf: weight 0, so set hides_keys).
-  bool squared_distance = false;
+  // The pair score the softmax starts from: Σ_d score_term(scale·q_d, k_d, d), by default the
+  // product (scale · q·k). Other forms: the squared distance (kernel regression), w_d·tanh(q + k)
+  // (additive attention); they pass scale 1. logit_of_score, if set, maps the score to the logit,
+  // the log of the pair's unnormalized weight (-inf: weight 0, so set hides_keys).
+  std::function<Halide::Expr(const Halide::Expr&, const Halide::Expr&, const Halide::Expr&)>
+      score_term;
   std::function<Halide::Expr(const Halide::Expr&)> logit_of_score;
   bool hides_keys = false;
   // Run-time choices inside logit_of_score (a kernel picked by an input): the schedule gives the
@@ -86,6 +88,7 @@ struct SdpaFuncs {
   bool custom_logits = false;  // logits are more than the scores: worth computing once
   std::vector<Halide::Expr> logit_cases;  // SdpaInputs::logit_cases
   bool whole_splits = false;   // r_j has no predicate: every split reduces over key_split keys
+  bool dot_score = true;       // the score is q·k (schedules unroll its FMA chain for common D)
   Halide::Expr has_bias;       // masked: whether logits use the bias terms (schedules specialize)
   Halide::Expr values_finite;  // hides_keys: whether P·V may skip its NaN-safe form (same)
 };
@@ -205,6 +208,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.hides_keys = f.masked || in.hides_keys;
   f.custom_logits = f.masked || bool(in.logit_of_score);
   f.logit_cases = in.logit_cases;
+  f.dot_score = !in.score_term;
   f.r_d = RDom(0, in.head_dim, "r_d");
   // The keys one reduction covers: split s's. At least 1: a divisor bounds inference knows is
   // positive keeps split indices derived from key ranges tight (with an unknown sign it gives up
@@ -247,12 +251,8 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
 
   f.scores = Func("scores");
   f.scores(j, i, h, b) = 0.0f;
-  if (in.squared_distance) {
-    Expr diff = f.q_scaled(f.r_d, i, h, b) - in.k(f.r_d, j, kv_head, b);
-    f.scores(j, i, h, b) += diff * diff;
-  } else {
-    f.scores(j, i, h, b) += f.q_scaled(f.r_d, i, h, b) * in.k(f.r_d, j, kv_head, b);
-  }
+  Expr q_d = f.q_scaled(f.r_d, i, h, b), k_d = in.k(f.r_d, j, kv_head, b);
+  f.scores(j, i, h, b) += in.score_term ? in.score_term(q_d, k_d, f.r_d) : q_d * k_d;
 
   Expr score = f.scores(j, i, h, b);
   if (in.logit_of_score) score = in.logit_of_score(score);

@@ -157,7 +157,8 @@ inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Va
       .unroll(x.i)
       .unroll(x.j);
   f.scores.update().reorder(x.i, x.j, f.r_d).vectorize(x.i, t.vector).unroll(x.i).unroll(x.j);
-  for (int head_dim : {64, 128}) {
+  // Other score forms cost far more per term than an FMA: unrolling them only slows compiles.
+  for (int head_dim : f.dot_score ? std::vector<int>{64, 128} : std::vector<int>{}) {
     RVar d_outer("d_outer"), d_inner("d_inner");
     f.scores.update()
         .specialize(f.head_dim == head_dim)
