@@ -58,19 +58,6 @@ Status check_args(const TensorView& q, const TensorView& k, const TensorView& v,
   return Status::ok_status();
 }
 
-// [B, S, X] as the kernels' [B, H=1, S, X].
-TensorView one_head(const TensorView& t) {
-  TensorView view = t;
-  view.rank = t.rank + 1;
-  for (int d = t.rank; d >= 2; --d) {
-    view.shape[d] = t.shape[d - 1];
-    view.strides[d] = t.strides[d - 1];
-  }
-  view.shape[1] = 1;
-  view.strides[1] = t.shape[1] * t.strides[1];  // any value: the dim has one index
-  return view;
-}
-
 }  // namespace
 
 Status nadaraya_watson_attention(const TensorView& queries, const TensorView& keys,
@@ -89,8 +76,9 @@ Status nadaraya_watson_attention(const TensorView& queries, const TensorView& ke
   const auto kernel = static_cast<int32_t>(options.kernel);
   // Keys farther than the bandwidth get weight 0; a NaN/Inf value there must not reach the row.
   const bool values_finite = detail::all_finite(values);
-  detail::HalideView hq(one_head(queries)), hk(one_head(keys)), hv(one_head(values)),
-      hout(one_head(out)), hlws(one_head(lws));
+  detail::HalideView hq(detail::with_one_head(queries)), hk(detail::with_one_head(keys)),
+      hv(detail::with_one_head(values)), hout(detail::with_one_head(out)),
+      hlws(detail::with_one_head(lws));
   if (Sq > detail::kDecodeMaxQueries) {
     return detail::run_kernel("nadaraya_watson_f32_prefill", nadaraya_watson_f32_prefill, hq.get(),
                               hk.get(), hv.get(), inverse_bandwidth_squared, kernel, values_finite,

@@ -85,4 +85,16 @@ TensorView stats_or_scratch(const TensorView& requested, std::initializer_list<i
   return TensorView::contiguous(scratch.data(), shape);
 }
 
+TensorView with_one_head(const TensorView& t) {
+  TensorView view = t;
+  view.rank = t.rank + 1;
+  for (int d = t.rank; d >= 2; --d) {
+    view.shape[d] = t.shape[d - 1];
+    view.strides[d] = t.strides[d - 1];
+  }
+  view.shape[1] = 1;
+  view.strides[1] = t.shape[1] * t.strides[1];  // any value: the dim has one index
+  return view;
+}
+
 }  // namespace attention::detail

@@ -24,4 +24,7 @@ void write_rows_without_keys(const TensorView& out, const TensorView& stats);
 TensorView stats_or_scratch(const TensorView& requested, std::initializer_list<int64_t> shape,
                             std::vector<float>& scratch);
 
+// A rank-3 view [B, S, X] as the rank-4 [B, 1, S, X] the SDPA-family kernels take (one head).
+TensorView with_one_head(const TensorView& t);
+
 }  // namespace attention::detail

@@ -187,6 +187,72 @@ Status nadaraya_watson_attention(const TensorView& queries, const TensorView& ke
                                  const TensorView& values, const TensorView& out,
                                  const KernelRegressionOptions& options = {});
 
+// ---- The other score forms (Luong, Bahdanau). Single-head [B, S, D] tensors; `mask` takes every
+// MaskOptions piece with H = 1 (mask tensors [B|1, 1, Sq, Sk], alibi_slopes [1]). View rules, zero
+// sizes, NaN propagation and the fully masked row rule (zeros, logsumexp -inf) are those of
+// scaled_dot_product_attention.
+
+// Options of the dot-product and bilinear forms.
+struct ScoreFormOptions {
+  // Optional output [B, Sq]: natural-log logsumexp of each query row's scores.
+  TensorView logsumexp;
+  MaskOptions mask;
+};
+
+// Plain dot-product attention (Luong's "dot"): softmax(q·kᵀ)·v, no scaling.
+//
+//   q [B, Sq, D]      k [B, Sk, D]      v [B, Sk, Dv]      out [B, Sq, Dv]
+//
+// The SDPA kernels with scale 1 (scaled_dot_product_attention with options.scale = 1 on one head).
+Status dot_product_attention(const TensorView& q, const TensorView& k, const TensorView& v,
+                             const TensorView& out, const ScoreFormOptions& options = {});
+
+// Bilinear ("general", Luong) attention: score(q, k) = qᵀ·W·k, softmax over keys, weighted sum of
+// v.
+//
+//   q [B, Sq, Dq]      k [B, Sk, Dk]      v [B, Sk, Dv]      weight [Dq, Dk]      out [B, Sq, Dv]
+//
+// Computes q·W once per query (the generated linear kernel) and runs dot-product attention on it;
+// weight may have any strides (a transposed view works as is).
+Status bilinear_attention(const TensorView& q, const TensorView& k, const TensorView& v,
+                          const TensorView& weight, const TensorView& out,
+                          const ScoreFormOptions& options = {});
+
+// The parameters of additive attention: score(q, k) = w_aᵀ · tanh(W_q·q + W_k·k + bias).
+struct AdditiveWeights {
+  TensorView query_weight;  // W_q [A, Dq] (PyTorch nn.Linear layout: y = W·x)
+  TensorView key_weight;    // W_k [A, Dk]
+  TensorView score_weight;  // w_a [A]
+  TensorView bias;          // optional [A], added inside the tanh; leave data == nullptr for none
+};
+
+// Additive (Bahdanau) attention: score(q, k) = w_aᵀ · tanh(W_q·q + W_k·k + bias), softmax over
+// keys, weighted sum of values.
+//
+//   q [B, Sq, Dq]      k [B, Sk, Dk]      v [B, Sk, Dv]      out [B, Sq, Dv]
+//
+// W_q·q (+ bias) and W_k·k are computed once per query and key (the generated linear kernel), not
+// per pair; the kernel (additive_f32_{prefill,decode}) then evaluates A tanh terms per pair.
+// Weights may have any strides.
+Status additive_attention(const TensorView& q, const TensorView& k, const TensorView& v,
+                          const AdditiveWeights& weights, const TensorView& out,
+                          const ScoreFormOptions& options = {});
+
+// Static attention: out[b] = softmax(W) · X[b], the softmax over each row of W (over the keys, the
+// last axis), computed once for every batch.
+//
+//   weight W [Sq, Sk]      values X [B, Sk, D]      out [B, Sq, D]
+//
+// W's rows must be contiguous. -inf in W gives a key weight 0; a row of W that is all -inf has no
+// key and outputs zeros. NaN in W makes its row NaN; a NaN or Inf in X reaches every row (even one
+// whose weight for that key is 0: static attention has no masks). Sk == 0 gives zeros.
+Status static_attention(const TensorView& weight, const TensorView& values, const TensorView& out);
+
+// The factorised form, out[b] = softmax(W₁ · W₂) · X[b]: W₁ [Sq, R], W₂ [R, Sk] (any strides);
+// the [Sq, Sk] product is formed once (the generated linear kernel), then as static_attention.
+Status factorized_static_attention(const TensorView& w1, const TensorView& w2,
+                                   const TensorView& values, const TensorView& out);
+
 // Number of worker threads the kernels use, process-wide (Halide's thread pool). Defaults to the
 // HL_NUM_THREADS environment variable if set, else the number of cores. n < 1 restores that
 // default. Safe to call at any time, also while other threads run kernels. Results never depend on

@@ -1,0 +1,48 @@
+// MaskOptions for the masked kernels: validation, and the kernel arguments built from them. Shared
+// by every entry point that runs a kernel of the masked_sdpa generator.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "attention/attention.h"
+#include "halide_view.h"
+#include "validate.h"
+
+namespace attention::detail {
+
+// Every field of `m` against a call of B batches, H query heads, Sq queries and Sk keys; the error
+// names the field (mask.key_lengths[1] = 9 is outside [0, Sk=8]).
+Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_t Sk);
+
+// Appends the mask's input views (for the checks that outputs overlap no input).
+void append_mask_views(const MaskOptions& m, std::vector<NamedView>& views);
+
+// The masked kernels' mask arguments for a validated `m`: neutral values for absent pieces,
+// lengths and slopes copied into owned buffers. Lives until the kernel call returns.
+class MaskArgs {
+ public:
+  MaskArgs(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_t Sk);
+  MaskArgs(const MaskArgs&) = delete;
+  MaskArgs& operator=(const MaskArgs&) = delete;
+
+  halide_buffer_t* key_lengths() { return key_lengths_view_.get(); }
+  halide_buffer_t* query_lengths() { return query_lengths_view_.get(); }
+  halide_buffer_t* bool_mask() { return bool_mask_view_.get(); }
+  halide_buffer_t* additive_mask() { return additive_mask_view_.get(); }
+  halide_buffer_t* alibi_slopes() { return slopes_view_.get(); }
+
+  int32_t diag_offset;
+  int32_t band_back;
+  int32_t band_forward;
+  bool has_bias;
+  float softcap;
+
+ private:
+  std::vector<int32_t> key_lengths_, query_lengths_;
+  std::vector<float> slopes_;
+  HalideView key_lengths_view_, query_lengths_view_, bool_mask_view_, additive_mask_view_,
+      slopes_view_;
+};
+
+}  // namespace attention::detail
