@@ -147,6 +147,18 @@ std::vector<float> Tensor::to_dense() const {
          << "the first at offset " << first_changed << " (now " << storage_[first_changed] << ")";
 }
 
+attention::TensorView with_one_head(const attention::TensorView& t) {
+  attention::TensorView view = t;
+  view.rank = 4;
+  for (int d = 3; d >= 2; --d) {
+    view.shape[d] = t.shape[d - 1];
+    view.strides[d] = t.strides[d - 1];
+  }
+  view.shape[1] = 1;
+  view.strides[1] = 0;
+  return view;
+}
+
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }

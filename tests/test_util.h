@@ -78,6 +78,9 @@ class Tensor {
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
 
+// A rank-3 view [B, S, X] as the rank-4 [B, 1, S, X] (one head) the SDPA reference reads.
+attention::TensorView with_one_head(const attention::TensorView& t);
+
 // ATTENTION_TEST_SEED if set, else a fresh std::random_device value; printed on first use.
 uint64_t base_seed();
 // The base seed mixed with the running test's full name: distinct per test, reproducible by name.

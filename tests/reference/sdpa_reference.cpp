@@ -85,8 +85,19 @@ std::vector<double> reference_alibi_slopes(int64_t heads) {
 void reference_sdpa(const attention::TensorView& q, const attention::TensorView& k,
                     const attention::TensorView& v, double scale, std::vector<double>* out,
                     std::vector<double>* lse, const attention::MaskOptions* mask) {
-  const int64_t batch = q.shape[0], heads = q.shape[1], q_len = q.shape[2], head_dim = q.shape[3];
-  const int64_t kv_heads = k.shape[1], kv_len = k.shape[2], value_dim = v.shape[3];
+  const int64_t heads = q.shape[1], head_dim = q.shape[3];
+  const int64_t group = k.shape[1] == 0 ? 1 : heads / k.shape[1];
+  const PairScore score = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+    return scale * dot(q, row(q, b, h, i), k, row(k, b, h / group, j), head_dim);
+  };
+  reference_attention(score, heads, q.shape[2], v, out, lse, mask);
+}
+
+void reference_attention(const PairScore& score, int64_t heads, int64_t q_len,
+                         const attention::TensorView& v, std::vector<double>* out,
+                         std::vector<double>* lse, const attention::MaskOptions* mask) {
+  const int64_t batch = v.shape[0], kv_heads = v.shape[1], kv_len = v.shape[2];
+  const int64_t value_dim = v.shape[3];
   out->assign(static_cast<size_t>(batch * heads * q_len * value_dim), 0.0);
   if (lse != nullptr) {
     lse->assign(static_cast<size_t>(batch * heads * q_len),
@@ -112,7 +123,6 @@ void reference_sdpa(const attention::TensorView& q, const attention::TensorView&
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t kv_head = h / group;
       for (int64_t i = 0; i < q_len; ++i) {
-        const float* q_row = row(q, b, h, i);
         double row_max = -std::numeric_limits<double>::infinity();
         bool any_visible = false;
         for (int64_t j = 0; j < kv_len; ++j) {
@@ -120,10 +130,9 @@ void reference_sdpa(const attention::TensorView& q, const attention::TensorView&
             visible[j] = apply_mask(*mask, slopes, 0.0, b, h, i, j, q_len, kv_len).visible;
             if (!visible[j]) continue;  // a hidden key's k is never read
           }
-          const double score = scale * dot(q, q_row, k, row(k, b, kv_head, j), head_dim);
-          weights[j] = mask != nullptr
-                           ? apply_mask(*mask, slopes, score, b, h, i, j, q_len, kv_len).logit
-                           : score;
+          const double s = score(b, h, i, j);
+          weights[j] =
+              mask != nullptr ? apply_mask(*mask, slopes, s, b, h, i, j, q_len, kv_len).logit : s;
           row_max = std::max(row_max, weights[j]);
           any_visible = true;
         }

@@ -1,6 +1,8 @@
 // Naive scaled-dot-product attention in double accumulation: the ground truth of the sdpa tests.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "attention/attention.h"
@@ -14,6 +16,14 @@
 void reference_sdpa(const attention::TensorView& q, const attention::TensorView& k,
                     const attention::TensorView& v, double scale, std::vector<double>* out,
                     std::vector<double>* lse, const attention::MaskOptions* mask = nullptr);
+
+// The same softmax, masks and rules with any pair score (before masks and biases), for the other
+// score forms: score(b, h, i, j) for query i and key j of batch b, query head h. v is rank 4
+// [B, Hkv, Sk, Dv] (query head h reads kv head h / (heads / Hkv)); out and lse as above.
+using PairScore = std::function<double(int64_t b, int64_t h, int64_t i, int64_t j)>;
+void reference_attention(const PairScore& score, int64_t heads, int64_t q_len,
+                         const attention::TensorView& v, std::vector<double>* out,
+                         std::vector<double>* lse, const attention::MaskOptions* mask = nullptr);
 
 // ALiBi's standard slopes for `heads` heads, from the paper's recipe.
 std::vector<double> reference_alibi_slopes(int64_t heads);
