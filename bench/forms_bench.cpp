@@ -118,10 +118,35 @@ attention::Status ours(const RegressionShape& s, Problem& p) {
       attention::TensorView::contiguous(p.out.data(), {s.b, s.sq, s.dv}), options);
 }
 
-void report(benchmark::State& state, const RegressionShape& s, const char* impl) {
+// Any shape with b, sq and sk: the counter is (query, key) pairs per second.
+template <typename Shape>
+void report(benchmark::State& state, const Shape& s, const char* impl) {
   state.SetLabel(impl);
   state.counters["Mpairs/s"] = benchmark::Counter(double(s.b) * s.sq * s.sk * 1e-6,
                                                   benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// Runs `ours` once and checks it against the loops' output `expected` (a benchmark of wrong answers
+// is worthless; the tests hold the exact rule), then times it. False (and the benchmark skipped)
+// on an error or a disagreement beyond `tolerance` · (1 + |expected|).
+template <typename Run>
+void time_if_agreeing(benchmark::State& state, Run ours, const std::vector<float>& out,
+                      const std::vector<float>& expected, float tolerance) {
+  const attention::Status status = ours();
+  if (!status.ok()) {
+    state.SkipWithError(status.message().c_str());
+    return;
+  }
+  for (size_t n = 0; n < out.size(); ++n) {
+    if (!(std::abs(out[n] - expected[n]) <= tolerance * (1.0f + std::abs(expected[n])))) {
+      state.SkipWithError(("differs from the loops at " + std::to_string(n)).c_str());
+      return;
+    }
+  }
+  for (auto _ : state) {
+    ours();
+    benchmark::ClobberMemory();
+  }
 }
 
 void BM_NadarayaWatsonOurs(benchmark::State& state, RegressionShape s) {
@@ -129,19 +154,9 @@ void BM_NadarayaWatsonOurs(benchmark::State& state, RegressionShape s) {
   Problem check = p;
   std::vector<float> w(s.sk);
   naive(s, check, w);
-  if (!ours(s, p).ok()) state.SkipWithError("nadaraya_watson_attention failed");
-  // Agreement with the loops (a benchmark of wrong answers is worthless; the tests hold the exact
-  // rule): loose, since a boxcar key at the edge may fall either side under another rounding.
-  for (size_t n = 0; n < p.out.size(); ++n) {
-    if (!(std::abs(p.out[n] - check.out[n]) <= 1e-2f * (1.0f + std::abs(check.out[n])))) {
-      state.SkipWithError(("differs from the loops at " + std::to_string(n)).c_str());
-      return;
-    }
-  }
-  for (auto _ : state) {
-    ours(s, p);
-    benchmark::ClobberMemory();
-  }
+  // Loose: a boxcar key at the edge may fall either side under another rounding.
+  time_if_agreeing(
+      state, [&] { return ours(s, p); }, p.out, check.out, 1e-2f);
   report(state, s, "ours");
 }
 
@@ -150,6 +165,155 @@ void BM_NadarayaWatsonNaive(benchmark::State& state, RegressionShape s) {
   std::vector<float> w(s.sk);
   for (auto _ : state) {
     naive(s, p, w);
+    benchmark::ClobberMemory();
+  }
+  report(state, s, "naive");
+}
+
+// ---- Luong / Bahdanau score forms: dot, bilinear (q·W·k), additive (w_a · tanh(W_q q + W_k k)).
+
+enum class Form { Dot, Bilinear, Additive };
+
+struct FormShape {
+  Form form;
+  int64_t b, sq, sk, d, dv, a;  // d: Dq = Dk; a: the additive attention dim
+};
+
+std::string form_shape_name(const FormShape& s) {
+  const char* form = s.form == Form::Dot        ? "dot"
+                     : s.form == Form::Bilinear ? "bilinear"
+                                                : "additive";
+  std::string name = std::string(form) + "/" + std::to_string(s.b) + "x" + std::to_string(s.sq) +
+                     "x" + std::to_string(s.sk) + "x" + std::to_string(s.d) + "x" +
+                     std::to_string(s.dv);
+  return s.form == Form::Additive ? name + "_A" + std::to_string(s.a) : name;
+}
+
+// Encoder-decoder sizes (Bahdanau's A = 2 × hidden), a long prefill, a decoder step (Sq = 1).
+const FormShape kFormShapes[] = {
+    {Form::Dot, 4, 512, 512, 64, 64, 0},
+    {Form::Bilinear, 4, 256, 256, 128, 128, 0},
+    {Form::Additive, 8, 64, 64, 256, 256, 128},
+    {Form::Additive, 32, 1, 512, 256, 256, 128},
+};
+
+struct FormProblem {
+  std::vector<float> q, k, v, w, wq, wk, wa, out;
+};
+
+FormProblem make_form_problem(const FormShape& s) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  FormProblem p;
+  auto random = [&](size_t n, float scale) {
+    std::vector<float> t(n);
+    for (float& x : t) x = scale * dist(rng);
+    return t;
+  };
+  const float inv_sqrt_d = 1.0f / std::sqrt(float(s.d));
+  p.q = random(s.b * s.sq * s.d, 1.0f);
+  p.k = random(s.b * s.sk * s.d, 1.0f);
+  p.v = random(s.b * s.sk * s.dv, 1.0f);
+  p.w = random(s.d * s.d, inv_sqrt_d);
+  p.wq = random(s.a * s.d, inv_sqrt_d);
+  p.wk = random(s.a * s.d, inv_sqrt_d);
+  p.wa = random(s.a, 1.0f);
+  p.out.assign(s.b * s.sq * s.dv, NAN);
+  return p;
+}
+
+// The loops a user writes: projections once (bilinear: q·W; additive: W_q q and W_k k), then per
+// query row the scores, a max-shifted softmax and the weighted sum of v.
+void naive_form(const FormShape& s, FormProblem& p, std::vector<float>& scratch) {
+  const int64_t width = s.form == Form::Additive ? s.a : s.d;
+  std::vector<float> qp = p.q, kp;
+  if (s.form != Form::Dot) {
+    qp.assign(s.b * s.sq * width, 0.0f);
+    for (int64_t r = 0; r < s.b * s.sq; ++r) {
+      for (int64_t e = 0; e < width; ++e) {
+        float acc = 0.0f;
+        for (int64_t d = 0; d < s.d; ++d) {
+          const float x = p.q[r * s.d + d];
+          acc += s.form == Form::Bilinear ? x * p.w[d * s.d + e] : x * p.wq[e * s.d + d];
+        }
+        qp[r * width + e] = acc;
+      }
+    }
+  }
+  const float* keys = p.k.data();
+  if (s.form == Form::Additive) {
+    kp.resize(s.b * s.sk * s.a);
+    for (int64_t r = 0; r < s.b * s.sk; ++r)
+      for (int64_t a = 0; a < s.a; ++a) {
+        float acc = 0.0f;
+        for (int64_t d = 0; d < s.d; ++d) acc += p.k[r * s.d + d] * p.wk[a * s.d + d];
+        kp[r * s.a + a] = acc;
+      }
+    keys = kp.data();
+  }
+  for (int64_t b = 0; b < s.b; ++b) {
+    for (int64_t i = 0; i < s.sq; ++i) {
+      const float* q = &qp[(b * s.sq + i) * width];
+      float row_max = -INFINITY;
+      for (int64_t j = 0; j < s.sk; ++j) {
+        const float* k = &keys[(b * s.sk + j) * width];
+        float score = 0.0f;
+        for (int64_t e = 0; e < width; ++e) {
+          score += s.form == Form::Additive ? p.wa[e] * std::tanh(q[e] + k[e]) : q[e] * k[e];
+        }
+        scratch[j] = score;
+        row_max = std::max(row_max, score);
+      }
+      float total = 0.0f;
+      for (int64_t j = 0; j < s.sk; ++j) total += scratch[j] = std::exp(scratch[j] - row_max);
+      float* out = &p.out[(b * s.sq + i) * s.dv];
+      for (int64_t c = 0; c < s.dv; ++c) out[c] = 0.0f;
+      for (int64_t j = 0; j < s.sk; ++j) {
+        const float* v = &p.v[(b * s.sk + j) * s.dv];
+        for (int64_t c = 0; c < s.dv; ++c) out[c] += scratch[j] * v[c];
+      }
+      for (int64_t c = 0; c < s.dv; ++c) out[c] /= total;
+    }
+  }
+}
+
+attention::Status ours_form(const FormShape& s, FormProblem& p) {
+  using attention::TensorView;
+  const TensorView q = TensorView::contiguous(p.q.data(), {s.b, s.sq, s.d});
+  const TensorView k = TensorView::contiguous(p.k.data(), {s.b, s.sk, s.d});
+  const TensorView v = TensorView::contiguous(p.v.data(), {s.b, s.sk, s.dv});
+  const TensorView out = TensorView::contiguous(p.out.data(), {s.b, s.sq, s.dv});
+  switch (s.form) {
+    case Form::Dot:
+      return attention::dot_product_attention(q, k, v, out);
+    case Form::Bilinear:
+      return attention::bilinear_attention(q, k, v, TensorView::contiguous(p.w.data(), {s.d, s.d}),
+                                           out);
+    case Form::Additive: {
+      attention::AdditiveWeights w;
+      w.query_weight = TensorView::contiguous(p.wq.data(), {s.a, s.d});
+      w.key_weight = TensorView::contiguous(p.wk.data(), {s.a, s.d});
+      w.score_weight = TensorView::contiguous(p.wa.data(), {s.a});
+      return attention::additive_attention(q, k, v, w, out);
+    }
+  }
+  return attention::Status::invalid("unknown form");
+}
+
+void BM_FormOurs(benchmark::State& state, FormShape s) {
+  FormProblem p = make_form_problem(s), check = p;
+  std::vector<float> scratch(s.sk);
+  naive_form(s, check, scratch);
+  time_if_agreeing(
+      state, [&] { return ours_form(s, p); }, p.out, check.out, 1e-3f);
+  report(state, s, "ours");
+}
+
+void BM_FormNaive(benchmark::State& state, FormShape s) {
+  FormProblem p = make_form_problem(s);
+  std::vector<float> scratch(s.sk);
+  for (auto _ : state) {
+    naive_form(s, p, scratch);
     benchmark::ClobberMemory();
   }
   report(state, s, "naive");
@@ -164,6 +328,15 @@ int main(int argc, char** argv) {
          {std::pair{"ours", BM_NadarayaWatsonOurs}, std::pair{"naive", BM_NadarayaWatsonNaive}}) {
       benchmark::RegisterBenchmark(
           ("nadaraya_watson/" + std::string(impl) + "/" + shape_name(s)).c_str(), fn, s)
+          ->UseRealTime()
+          ->MinWarmUpTime(0.2)
+          ->Unit(benchmark::kMillisecond);
+    }
+  }
+  for (const FormShape& s : kFormShapes) {
+    for (auto [impl, fn] : {std::pair{"ours", BM_FormOurs}, std::pair{"naive", BM_FormNaive}}) {
+      benchmark::RegisterBenchmark(
+          ("forms/" + std::string(impl) + "/" + form_shape_name(s)).c_str(), fn, s)
           ->UseRealTime()
           ->MinWarmUpTime(0.2)
           ->Unit(benchmark::kMillisecond);
