@@ -74,6 +74,21 @@ class SdpaGeneratorBase : public Generator<Self> {
   void build(GeneratorOutput<Buffer<float, 4>>& out, GeneratorOutput<Buffer<float, 3>>& lse,
              MaskInputs* mask, Expr values_finite = Expr(),
              const std::function<void(SdpaInputs&)>& customize = {}) {
+    define(mask, values_finite, customize);
+    out = funcs_.out;
+    lse = funcs_.logsumexp;
+    // Block skipping needs query positions that start at 0, so a tile's rows are its group's rows.
+    out.dim(1).set_min(0);
+    // logsumexp covers exactly out's rows; stating it lets the schedule fuse their loops exactly.
+    for (int dim = 0; dim < 3; ++dim) {
+      lse.dim(dim).set_bounds(out.dim(dim + 1).min(), out.dim(dim + 1).extent());
+    }
+    set_estimates(out, lse);
+  }
+
+  // The algorithm's Funcs (funcs_) without binding any output.
+  void define(MaskInputs* mask, Expr values_finite,
+              const std::function<void(SdpaInputs&)>& customize) {
     SdpaInputs in;
     in.q = clamp_positions(q);
     in.k = clamp_positions(k);
@@ -103,15 +118,6 @@ class SdpaGeneratorBase : public Generator<Self> {
     }
     if (customize) customize(in);
     funcs_ = scaled_dot_product(in);
-    out = funcs_.out;
-    lse = funcs_.logsumexp;
-    // Block skipping needs query positions that start at 0, so a tile's rows are its group's rows.
-    out.dim(1).set_min(0);
-    // logsumexp covers exactly out's rows; stating it lets the schedule fuse their loops exactly.
-    for (int dim = 0; dim < 3; ++dim) {
-      lse.dim(dim).set_bounds(out.dim(dim + 1).min(), out.dim(dim + 1).extent());
-    }
-    set_estimates(out, lse);
   }
 
   void schedule_cpu() {
@@ -151,10 +157,19 @@ enum class ScoreForm { Dot, Additive };
 // score=additive: Bahdanau's score scale · Σ_a w_a · tanh(q_a + k_a) instead of scale · q·k, with
 // the extra input score_weights (a) = w_a. q and k are the projections W_q·q (+ bias) and W_k·k
 // over the attention dimension A (computed once by the runtime, not per pair).
+//
+// output=weights: the attention weights instead (the alignment matrix, for inspection):
+// weights (j, i, h, b) = exp(logit - logsumexp(i, h, b)) given the attention call's logsumexp
+// (input row_logsumexp), 0 at hidden keys. A second pass over the scores, scheduled simply.
 class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
  public:
+  enum class Produces { Attention, Weights };
   GeneratorParam<ScoreForm> score{
       "score", ScoreForm::Dot, {{"dot", ScoreForm::Dot}, {"additive", ScoreForm::Additive}}};
+  GeneratorParam<Produces> output{
+      "output",
+      Produces::Attention,
+      {{"attention", Produces::Attention}, {"weights", Produces::Weights}}};
 
   Input<Buffer<int32_t, 1>> key_lengths{"key_lengths"};      // (b), each in [0, Sk]
   Input<Buffer<int32_t, 1>> query_lengths{"query_lengths"};  // (b), each in [0, Sq]
@@ -168,8 +183,7 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
   Input<Buffer<float, 1>> alibi_slopes{"alibi_slopes"};  // (h)
   Input<float> softcap{"softcap"};
   Input<bool> values_finite{"values_finite"};
-  Output<Buffer<float, 4>> out{"out"};              // (c, i, h, b)
-  Output<Buffer<float, 3>> logsumexp{"logsumexp"};  // (i, h, b)
+  // Outputs (and the weights' row_logsumexp input) are added by configure().
 
   void generate() {
     bool_mask.dim(0).set_stride(Expr());
@@ -186,33 +200,62 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
     mask_.additive = clamp_rows_and_keys(additive_mask);
     mask_.alibi_slope = alibi_slopes;
     mask_.softcap = softcap;
+    auto score_form = [this](SdpaInputs& in) {
+      if (score != ScoreForm::Additive) return;
+      score_weights_->set_estimates({{0, 64}});
+      Func w = *score_weights_;
+      Expr temperature = in.scale;
+      in.scale = 1.0f;
+      in.score_term = [w](const Expr& q_a, const Expr& k_a, const Expr& a) {
+        return w(a) * tanh_vectorizable(q_a + k_a);
+      };
+      in.logit_of_score = [temperature](const Expr& s) { return temperature * s; };
+    };
+    if (output == Produces::Weights) {
+      define(&mask_, Expr(false), score_form);
+      const AttentionVars& x = funcs_.vars;
+      Expr logit = funcs_.logits(x.j, x.i, x.h, x.b);
+      Expr lse = (*row_logsumexp_)(x.i, x.h, x.b);
+      (*weights_)(x.j, x.i, x.h, x.b) = select(is_minus_infinity(logit), 0.0f, exp(logit - lse));
+      return;
+    }
     // Decode's P·V already runs at memory speed: always take the NaN-safe form there.
-    build(out, logsumexp, &mask_, prefill() ? Expr(values_finite) : Expr(false),
-          [this](SdpaInputs& in) {
-            if (score != ScoreForm::Additive) return;
-            score_weights_->set_estimates({{0, 64}});
-            Func w = *score_weights_;
-            Expr temperature = in.scale;
-            in.scale = 1.0f;
-            in.score_term = [w](const Expr& q_a, const Expr& k_a, const Expr& a) {
-              return w(a) * tanh_vectorizable(q_a + k_a);
-            };
-            in.logit_of_score = [temperature](const Expr& s) { return temperature * s; };
-          });
+    build(*out_, *logsumexp_, &mask_, prefill() ? Expr(values_finite) : Expr(false), score_form);
   }
-  void schedule() { schedule_cpu(); }
 
-  // The additive form's w_a goes before key_split (which the base adds last).
+  void schedule() {
+    if (output == Produces::Weights) {
+      if (!using_autoscheduler()) schedule_attention_weights_cpu(funcs_, *weights_, get_target());
+      return;
+    }
+    schedule_cpu();
+  }
+
+  // Inputs in order: the additive form's w_a, the weights' row_logsumexp, then key_split (which
+  // the base adds last); then the outputs.
   void configure() {
     if (score == ScoreForm::Additive) {
       score_weights_ = add_input<Buffer<float, 1>>("score_weights");
     }
+    if (output == Produces::Weights) {
+      row_logsumexp_ = add_input<Buffer<float, 3>>("row_logsumexp");  // (i, h, b)
+    }
     SdpaGeneratorBase::configure();
+    if (output == Produces::Weights) {
+      weights_ = add_output<Buffer<float, 4>>("weights");  // (j, i, h, b)
+    } else {
+      out_ = add_output<Buffer<float, 4>>("out");              // (c, i, h, b)
+      logsumexp_ = add_output<Buffer<float, 3>>("logsumexp");  // (i, h, b)
+    }
   }
 
  private:
   MaskInputs mask_;
   GeneratorInput<Buffer<float, 1>>* score_weights_ = nullptr;
+  GeneratorInput<Buffer<float, 3>>* row_logsumexp_ = nullptr;
+  GeneratorOutput<Buffer<float, 4>>* out_ = nullptr;
+  GeneratorOutput<Buffer<float, 3>>* logsumexp_ = nullptr;
+  GeneratorOutput<Buffer<float, 4>>* weights_ = nullptr;
 
   template <typename T>
   static Func clamp_rows_and_keys(const GeneratorInput<Buffer<T, 4>>& in) {

@@ -305,4 +305,18 @@ inline void schedule_sdpa_cpu(SdpaFuncs& f, const Halide::Target& target, bool w
   }
 }
 
+// The attention weights of a call (the masked generator's output=weights): one row of keys per
+// parallel task, its scores vectorized over keys (strided loads of k), one feature at a time.
+inline void schedule_attention_weights_cpu(SdpaFuncs& f, Halide::Func weights,
+                                           const Halide::Target& target) {
+  using namespace Halide;
+  const AttentionVars& x = f.vars;
+  const int vector = target.natural_vector_size<float>();
+  weights.parallel(x.b).parallel(x.h).parallel(x.i).vectorize(x.j, vector,
+                                                              TailStrategy::GuardWithIf);
+  f.q_scaled.compute_at(weights, x.i);
+  f.scores.compute_at(weights, x.i).vectorize(x.j, vector);
+  f.scores.update().reorder(f.r_d, x.j).vectorize(x.j, vector);
+}
+
 }  // namespace attention_gen
