@@ -319,28 +319,123 @@ void BM_FormNaive(benchmark::State& state, FormShape s) {
   report(state, s, "naive");
 }
 
+// ---- Static attention: softmax(W)·X and softmax(W₁·W₂)·X.
+
+struct StaticShape {
+  int64_t b, sq, sk, d, r;  // r: the factorised rank, 0 for the plain form
+};
+
+std::string static_shape_name(const StaticShape& s) {
+  std::string name = std::string(s.r ? "factorized" : "static") + "/" + std::to_string(s.b) + "x" +
+                     std::to_string(s.sq) + "x" + std::to_string(s.sk) + "x" + std::to_string(s.d);
+  return s.r ? name + "_R" + std::to_string(s.r) : name;
+}
+
+const StaticShape kStaticShapes[] = {{8, 256, 256, 64, 0}, {4, 1024, 1024, 64, 32}};
+
+struct StaticProblem {
+  std::vector<float> w, w1, w2, x, out;
+};
+
+StaticProblem make_static_problem(const StaticShape& s) {
+  std::mt19937 rng(13);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  auto random = [&](size_t n) {
+    std::vector<float> t(n);
+    for (float& e : t) e = dist(rng);
+    return t;
+  };
+  StaticProblem p;
+  p.w = random(s.sq * s.sk);
+  p.w1 = random(s.sq * std::max<int64_t>(s.r, 1));
+  p.w2 = random(std::max<int64_t>(s.r, 1) * s.sk);
+  p.x = random(s.b * s.sk * s.d);
+  p.out.assign(s.b * s.sq * s.d, NAN);
+  return p;
+}
+
+// The loops a user writes: W (or W₁·W₂) once, its row softmax once, then P·X per batch.
+void naive_static(const StaticShape& s, StaticProblem& p, std::vector<float>& probs) {
+  for (int64_t i = 0; i < s.sq; ++i) {
+    float* row = &probs[i * s.sk];
+    for (int64_t j = 0; j < s.sk; ++j) {
+      float w = s.r ? 0.0f : p.w[i * s.sk + j];
+      for (int64_t r = 0; r < s.r; ++r) w += p.w1[i * s.r + r] * p.w2[r * s.sk + j];
+      row[j] = w;
+    }
+    const float row_max = *std::max_element(row, row + s.sk);
+    float total = 0.0f;
+    for (int64_t j = 0; j < s.sk; ++j) total += row[j] = std::exp(row[j] - row_max);
+    for (int64_t j = 0; j < s.sk; ++j) row[j] /= total;
+  }
+  for (int64_t b = 0; b < s.b; ++b)
+    for (int64_t i = 0; i < s.sq; ++i) {
+      float* out = &p.out[(b * s.sq + i) * s.d];
+      for (int64_t c = 0; c < s.d; ++c) out[c] = 0.0f;
+      for (int64_t j = 0; j < s.sk; ++j) {
+        const float* x = &p.x[(b * s.sk + j) * s.d];
+        for (int64_t c = 0; c < s.d; ++c) out[c] += probs[i * s.sk + j] * x[c];
+      }
+    }
+}
+
+attention::Status ours_static(const StaticShape& s, StaticProblem& p) {
+  using attention::TensorView;
+  const TensorView x = TensorView::contiguous(p.x.data(), {s.b, s.sk, s.d});
+  const TensorView out = TensorView::contiguous(p.out.data(), {s.b, s.sq, s.d});
+  if (s.r == 0) {
+    return attention::static_attention(TensorView::contiguous(p.w.data(), {s.sq, s.sk}), x, out);
+  }
+  return attention::factorized_static_attention(TensorView::contiguous(p.w1.data(), {s.sq, s.r}),
+                                                TensorView::contiguous(p.w2.data(), {s.r, s.sk}), x,
+                                                out);
+}
+
+void BM_StaticOurs(benchmark::State& state, StaticShape s) {
+  StaticProblem p = make_static_problem(s), check = p;
+  std::vector<float> probs(s.sq * s.sk);
+  naive_static(s, check, probs);
+  time_if_agreeing(
+      state, [&] { return ours_static(s, p); }, p.out, check.out, 1e-3f);
+  report(state, s, "ours");
+}
+
+void BM_StaticNaive(benchmark::State& state, StaticShape s) {
+  StaticProblem p = make_static_problem(s);
+  std::vector<float> probs(s.sq * s.sk);
+  for (auto _ : state) {
+    naive_static(s, p, probs);
+    benchmark::ClobberMemory();
+  }
+  report(state, s, "naive");
+}
+
+// "group/ours/name" and "group/naive/name", timed alike.
+template <typename Shape>
+void register_pair(const std::string& group, const std::string& name,
+                   void (*ours)(benchmark::State&, Shape), void (*naive)(benchmark::State&, Shape),
+                   const Shape& shape) {
+  for (auto [impl, fn] : {std::pair{"ours", ours}, std::pair{"naive", naive}}) {
+    benchmark::RegisterBenchmark((group + "/" + impl + "/" + name).c_str(), fn, shape)
+        ->UseRealTime()
+        ->MinWarmUpTime(0.2)
+        ->Unit(benchmark::kMillisecond);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (!bench::initialize(&argc, argv)) return 1;
   for (const RegressionShape& s : kShapes) {
-    for (auto [impl, fn] :
-         {std::pair{"ours", BM_NadarayaWatsonOurs}, std::pair{"naive", BM_NadarayaWatsonNaive}}) {
-      benchmark::RegisterBenchmark(
-          ("nadaraya_watson/" + std::string(impl) + "/" + shape_name(s)).c_str(), fn, s)
-          ->UseRealTime()
-          ->MinWarmUpTime(0.2)
-          ->Unit(benchmark::kMillisecond);
-    }
+    register_pair("nadaraya_watson", shape_name(s), BM_NadarayaWatsonOurs, BM_NadarayaWatsonNaive,
+                  s);
   }
   for (const FormShape& s : kFormShapes) {
-    for (auto [impl, fn] : {std::pair{"ours", BM_FormOurs}, std::pair{"naive", BM_FormNaive}}) {
-      benchmark::RegisterBenchmark(
-          ("forms/" + std::string(impl) + "/" + form_shape_name(s)).c_str(), fn, s)
-          ->UseRealTime()
-          ->MinWarmUpTime(0.2)
-          ->Unit(benchmark::kMillisecond);
-    }
+    register_pair("forms", form_shape_name(s), BM_FormOurs, BM_FormNaive, s);
+  }
+  for (const StaticShape& s : kStaticShapes) {
+    register_pair("forms", static_shape_name(s), BM_StaticOurs, BM_StaticNaive, s);
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

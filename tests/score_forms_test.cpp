@@ -226,6 +226,54 @@ TEST(ScoreForms, MasksMatchReference) {
   }
 }
 
+// The attention weights output (the alignment matrix) of each form, with and without masks: rows
+// sum to 1, hidden keys are exactly 0, rows without keys all 0.
+TEST(ScoreForms, WeightsMatchReference) {
+  const uint64_t seed = seed_for_current_test();
+  MaskSpec lengths;
+  lengths.causal = attention::Causal::TopLeft;
+  lengths.key_lengths = true;
+  lengths.bool_mask = true;
+  for (Form form : kForms) {
+    for (const FormCase& c : {FormCase{2, 33, 45, 6, 6, 5, 7}, FormCase{1, 1, 700, 4, 4, 3, 9},
+                              FormCase{3, 60, 1030, 8, 8, 2, 16, Layout::kPadded}}) {
+      FormCase shaped = c;
+      if (form != Form::Dot) shaped.Dk = c.Dq + 1;
+      for (const MaskSpec* spec :
+           {static_cast<const MaskSpec*>(nullptr), static_cast<const MaskSpec*>(&lengths)}) {
+        SCOPED_TRACE(describe(shaped, form) + (spec ? " mask " + describe(*spec) : "") + " " +
+                     seed_note(seed));
+        FormTensors t(shaped, seed);
+        Tensor weights({shaped.B, shaped.Sq, shaped.Sk}, shaped.layout);
+        attention::ScoreFormOptions options;
+        options.weights = weights.view();
+        std::optional<MaskTensors> masks;
+        if (spec != nullptr) {
+          masks.emplace(*spec, one_head_case(shaped), seed + 2);
+          options.mask = masks->options;
+        }
+        weights.poison();
+        t.out.poison();
+        const attention::Status status = call(form, t, false, options);
+        ASSERT_TRUE(status.ok()) << status.message();
+        std::vector<double> expected_out, expected_weights;
+        reference_attention(naive_score(form, t, shaped, false), 1, shaped.Sq,
+                            with_one_head(t.v.view()), &expected_out, nullptr,
+                            spec ? &options.mask : nullptr, &expected_weights);
+        EXPECT_TRUE(matches_reference(t.out.to_dense(), expected_out, t.out.shape()));
+        EXPECT_TRUE(matches_reference(weights.to_dense(), expected_weights, weights.shape()));
+        const std::vector<float> got = weights.to_dense();
+        for (size_t n = 0; n < got.size(); ++n) {
+          if (expected_weights[n] == 0.0) {
+            ASSERT_EQ(got[n], 0.0f) << "element " << n;
+          }
+        }
+        EXPECT_TRUE(weights.outside_view_holds(std::numeric_limits<float>::quiet_NaN()));
+      }
+    }
+  }
+}
+
 // Every key out of reach for a whole batch: its rows are zeros with logsumexp -inf, whatever the
 // form; the other batch is unaffected.
 TEST(ScoreForms, RowsWithoutKeysAreZeros) {
@@ -308,6 +356,17 @@ TEST(ScoreForms, RejectsBadArguments) {
   expect_error(
       attention::additive_attention(t.q.view(), t.k.view(), t.v.view(), w, t.out.view(), options),
       "mask.bool_mask");
+  options.mask = {};
+  Tensor weights({c.B, c.Sq, c.Sk + 1});  // one key too many
+  options.weights = weights.view();
+  expect_error(
+      attention::additive_attention(t.q.view(), t.k.view(), t.v.view(), w, t.out.view(), options),
+      "options.weights");
+  // Weights [B, Sq, Sk] over the memory of q, an input (rejected before anything is touched).
+  options.weights = TensorView::contiguous(static_cast<float*>(t.q.view().data), {1, 4, 6});
+  expect_error(
+      attention::additive_attention(t.q.view(), t.k.view(), t.v.view(), w, t.out.view(), options),
+      "options.weights");
 }
 
 }  // namespace

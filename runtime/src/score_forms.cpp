@@ -6,11 +6,13 @@
 
 #include "additive_f32_decode.h"
 #include "additive_f32_prefill.h"
+#include "additive_f32_weights.h"
 #include "attention/attention.h"
 #include "halide_view.h"
 #include "kernel_choice.h"
 #include "linear.h"
 #include "mask_args.h"
+#include "sdpa_f32_weights.h"
 #include "tensor_util.h"
 #include "validate.h"
 
@@ -57,6 +59,15 @@ Status check_form_args(const TensorView& q, const TensorView& k, const TensorVie
     inputs.insert(inputs.begin(), {&out, "out"});
     ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(lse, "options.logsumexp", inputs));
   }
+  const TensorView& weights_out = options.weights;
+  if (weights_out.data != nullptr || weights_out.rank != 0) {
+    ATTENTION_RETURN_IF_ERROR(detail::check_view(weights_out, "options.weights", 3, "[B, Sq, Sk]"));
+    ATTENTION_RETURN_IF_ERROR(detail::check_shape(weights_out, "options.weights",
+                                                  {{"B", s.B}, {"Sq", s.Sq}, {"Sk", s.Sk}}));
+    if (inputs.front().view != &out) inputs.insert(inputs.begin(), {&out, "out"});
+    if (lse.data != nullptr) inputs.insert(inputs.begin(), {&lse, "options.logsumexp"});
+    ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(weights_out, "options.weights", inputs));
+  }
   *shape = s;
   return Status::ok_status();
 }
@@ -74,21 +85,53 @@ bool handled_without_kernel(const FormShape& s, const TensorView& out,
                             const ScoreFormOptions& options) {
   if (s.B == 0 || s.Sq == 0) return true;
   if (s.Sk > 0) return false;
-  detail::write_rows_without_keys(out, options.logsumexp);
+  detail::write_rows_without_keys(out, options.logsumexp);  // weights [B, Sq, 0] are empty
   return true;
 }
 
-// Dot-product attention on validated views, through the SDPA entry point with scale 1.
+// The weights kernel of the form after its attention call, which left `lse` [B, Sq]: q and k are
+// the form's (projected) operands, w_a the additive score weights (empty for the dot form).
+Status run_weights(const TensorView& q, const TensorView& k, const TensorView& v,
+                   const std::vector<float>& w_a, const TensorView& lse,
+                   const ScoreFormOptions& options) {
+  const int64_t B = q.shape[0], Sq = q.shape[1], Sk = k.shape[1];
+  detail::MaskArgs mask(options.mask, B, 1, Sq, Sk);
+  detail::HalideView hq(detail::with_one_head(q)), hk(detail::with_one_head(k)),
+      hv(detail::with_one_head(v)), hlse(detail::with_one_head(lse)),
+      hweights(detail::with_one_head(options.weights));
+  const float scale = 1.0f;
+  if (w_a.empty()) {
+    return detail::run_kernel("sdpa_f32_weights", sdpa_f32_weights, hq.get(), hk.get(), hv.get(),
+                              scale, mask.key_lengths(), mask.query_lengths(), mask.diag_offset,
+                              mask.band_back, mask.band_forward, mask.has_bias, mask.bool_mask(),
+                              mask.additive_mask(), mask.alibi_slopes(), mask.softcap, false,
+                              hlse.get(), 0, hweights.get());
+  }
+  detail::HalideView hw(
+      TensorView::contiguous(const_cast<float*>(w_a.data()), {static_cast<int64_t>(w_a.size())}));
+  return detail::run_kernel("additive_f32_weights", additive_f32_weights, hq.get(), hk.get(),
+                            hv.get(), scale, mask.key_lengths(), mask.query_lengths(),
+                            mask.diag_offset, mask.band_back, mask.band_forward, mask.has_bias,
+                            mask.bool_mask(), mask.additive_mask(), mask.alibi_slopes(),
+                            mask.softcap, false, hw.get(), hlse.get(), 0, hweights.get());
+}
+
+// Dot-product attention on validated views, through the SDPA entry point with scale 1; then the
+// weights if asked for.
 Status run_dot_form(const TensorView& q, const TensorView& k, const TensorView& v,
                     const TensorView& out, const ScoreFormOptions& options) {
+  std::vector<float> lse_scratch;
+  const TensorView lse =
+      detail::stats_or_scratch(options.logsumexp, {q.shape[0], q.shape[1]}, lse_scratch);
   SdpaOptions sdpa;
   sdpa.scale = 1.0f;
   sdpa.mask = options.mask;
-  if (options.logsumexp.data != nullptr) {
-    sdpa.logsumexp = detail::with_one_head(options.logsumexp);
-  }
-  return scaled_dot_product_attention(detail::with_one_head(q), detail::with_one_head(k),
-                                      detail::with_one_head(v), detail::with_one_head(out), sdpa);
+  sdpa.logsumexp = detail::with_one_head(lse);
+  ATTENTION_RETURN_IF_ERROR(
+      scaled_dot_product_attention(detail::with_one_head(q), detail::with_one_head(k),
+                                   detail::with_one_head(v), detail::with_one_head(out), sdpa));
+  if (options.weights.data == nullptr) return Status::ok_status();
+  return run_weights(q, k, v, {}, lse, options);
 }
 
 }  // namespace
@@ -163,20 +206,25 @@ Status additive_attention(const TensorView& q, const TensorView& k, const Tensor
       hv(detail::with_one_head(v)), hout(detail::with_one_head(out)),
       hlse(detail::with_one_head(lse)), hw(TensorView::contiguous(w_a.data(), {A}));
   const float temperature = 1.0f;
+  Status status = Status::ok_status();
   if (s.Sq > detail::kDecodeMaxQueries) {
     const bool values_finite = detail::all_finite(v);
-    return detail::run_kernel("additive_f32_prefill", additive_f32_prefill, hq.get(), hk.get(),
-                              hv.get(), temperature, mask.key_lengths(), mask.query_lengths(),
-                              mask.diag_offset, mask.band_back, mask.band_forward, mask.has_bias,
-                              mask.bool_mask(), mask.additive_mask(), mask.alibi_slopes(),
-                              mask.softcap, values_finite, hw.get(),
-                              detail::prefill_key_split(s.Sk), hout.get(), hlse.get());
+    status = detail::run_kernel("additive_f32_prefill", additive_f32_prefill, hq.get(), hk.get(),
+                                hv.get(), temperature, mask.key_lengths(), mask.query_lengths(),
+                                mask.diag_offset, mask.band_back, mask.band_forward, mask.has_bias,
+                                mask.bool_mask(), mask.additive_mask(), mask.alibi_slopes(),
+                                mask.softcap, values_finite, hw.get(),
+                                detail::prefill_key_split(s.Sk), hout.get(), hlse.get());
+  } else {
+    status =
+        detail::run_kernel("additive_f32_decode", additive_f32_decode, hq.get(), hk.get(), hv.get(),
+                           temperature, mask.key_lengths(), mask.query_lengths(), mask.diag_offset,
+                           mask.band_back, mask.band_forward, mask.has_bias, mask.bool_mask(),
+                           mask.additive_mask(), mask.alibi_slopes(), mask.softcap, false, hw.get(),
+                           detail::decode_key_split(s.B, 1, s.Sk), hout.get(), hlse.get());
   }
-  return detail::run_kernel(
-      "additive_f32_decode", additive_f32_decode, hq.get(), hk.get(), hv.get(), temperature,
-      mask.key_lengths(), mask.query_lengths(), mask.diag_offset, mask.band_back, mask.band_forward,
-      mask.has_bias, mask.bool_mask(), mask.additive_mask(), mask.alibi_slopes(), mask.softcap,
-      false, hw.get(), detail::decode_key_split(s.B, 1, s.Sk), hout.get(), hlse.get());
+  if (!status.ok() || options.weights.data == nullptr) return status;
+  return run_weights(q_a, k_a, v, w_a, lse, options);
 }
 
 }  // namespace attention

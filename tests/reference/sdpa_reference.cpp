@@ -95,10 +95,14 @@ void reference_sdpa(const attention::TensorView& q, const attention::TensorView&
 
 void reference_attention(const PairScore& score, int64_t heads, int64_t q_len,
                          const attention::TensorView& v, std::vector<double>* out,
-                         std::vector<double>* lse, const attention::MaskOptions* mask) {
+                         std::vector<double>* lse, const attention::MaskOptions* mask,
+                         std::vector<double>* attention_weights) {
   const int64_t batch = v.shape[0], kv_heads = v.shape[1], kv_len = v.shape[2];
   const int64_t value_dim = v.shape[3];
   out->assign(static_cast<size_t>(batch * heads * q_len * value_dim), 0.0);
+  if (attention_weights != nullptr) {
+    attention_weights->assign(static_cast<size_t>(batch * heads * q_len * kv_len), 0.0);
+  }
   if (lse != nullptr) {
     lse->assign(static_cast<size_t>(batch * heads * q_len),
                 -std::numeric_limits<double>::infinity());
@@ -153,6 +157,11 @@ void reference_attention(const PairScore& score, int64_t heads, int64_t q_len,
           (*out)[row_index * value_dim + d] = acc / row_sum;
         }
         if (lse != nullptr) (*lse)[row_index] = row_max + std::log(row_sum);
+        if (attention_weights != nullptr) {
+          for (int64_t j = 0; j < kv_len; ++j) {
+            if (visible[j]) (*attention_weights)[row_index * kv_len + j] = weights[j] / row_sum;
+          }
+        }
       }
     }
   }

@@ -21,9 +21,11 @@ void reference_sdpa(const attention::TensorView& q, const attention::TensorView&
 // score forms: score(b, h, i, j) for query i and key j of batch b, query head h. v is rank 4
 // [B, Hkv, Sk, Dv] (query head h reads kv head h / (heads / Hkv)); out and lse as above.
 using PairScore = std::function<double(int64_t b, int64_t h, int64_t i, int64_t j)>;
+// `weights` (may be null) gets the dense [B, heads, Sq, Sk] attention weights (0 at hidden keys).
 void reference_attention(const PairScore& score, int64_t heads, int64_t q_len,
                          const attention::TensorView& v, std::vector<double>* out,
-                         std::vector<double>* lse, const attention::MaskOptions* mask = nullptr);
+                         std::vector<double>* lse, const attention::MaskOptions* mask = nullptr,
+                         std::vector<double>* weights = nullptr);
 
 // ALiBi's standard slopes for `heads` heads, from the paper's recipe.
 std::vector<double> reference_alibi_slopes(int64_t heads);

@@ -196,6 +196,9 @@ Status nadaraya_watson_attention(const TensorView& queries, const TensorView& ke
 struct ScoreFormOptions {
   // Optional output [B, Sq]: natural-log logsumexp of each query row's scores.
   TensorView logsumexp;
+  // Optional output [B, Sq, Sk]: the attention weights (the alignment matrix), softmax over keys
+  // per query row; 0 at hidden keys, all 0 in a row without keys. A second pass over the scores.
+  TensorView weights;
   MaskOptions mask;
 };
 
