@@ -6,13 +6,12 @@
 
 #include "additive_f32_decode.h"
 #include "additive_f32_prefill.h"
-#include "additive_f32_weights.h"
 #include "attention/attention.h"
+#include "attention_weights.h"
 #include "halide_view.h"
 #include "kernel_choice.h"
 #include "linear.h"
 #include "mask_args.h"
-#include "sdpa_f32_weights.h"
 #include "tensor_util.h"
 #include "validate.h"
 
@@ -94,26 +93,9 @@ bool handled_without_kernel(const FormShape& s, const TensorView& out,
 Status run_weights(const TensorView& q, const TensorView& k, const TensorView& v,
                    const std::vector<float>& w_a, const TensorView& lse,
                    const ScoreFormOptions& options) {
-  const int64_t B = q.shape[0], Sq = q.shape[1], Sk = k.shape[1];
-  detail::MaskArgs mask(options.mask, B, 1, Sq, Sk);
-  detail::HalideView hq(detail::with_one_head(q)), hk(detail::with_one_head(k)),
-      hv(detail::with_one_head(v)), hlse(detail::with_one_head(lse)),
-      hweights(detail::with_one_head(options.weights));
-  const float scale = 1.0f;
-  if (w_a.empty()) {
-    return detail::run_kernel("sdpa_f32_weights", sdpa_f32_weights, hq.get(), hk.get(), hv.get(),
-                              scale, mask.key_lengths(), mask.query_lengths(), mask.diag_offset,
-                              mask.band_back, mask.band_forward, mask.has_bias, mask.bool_mask(),
-                              mask.additive_mask(), mask.alibi_slopes(), mask.softcap, false,
-                              hlse.get(), 0, hweights.get());
-  }
-  detail::HalideView hw(
-      TensorView::contiguous(const_cast<float*>(w_a.data()), {static_cast<int64_t>(w_a.size())}));
-  return detail::run_kernel("additive_f32_weights", additive_f32_weights, hq.get(), hk.get(),
-                            hv.get(), scale, mask.key_lengths(), mask.query_lengths(),
-                            mask.diag_offset, mask.band_back, mask.band_forward, mask.has_bias,
-                            mask.bool_mask(), mask.additive_mask(), mask.alibi_slopes(),
-                            mask.softcap, false, hw.get(), hlse.get(), 0, hweights.get());
+  return detail::run_attention_weights(
+      detail::with_one_head(q), detail::with_one_head(k), detail::with_one_head(v), 1.0f, w_a,
+      options.mask, detail::with_one_head(lse), detail::with_one_head(options.weights));
 }
 
 // Dot-product attention on validated views, through the SDPA entry point with scale 1; then the
@@ -138,7 +120,7 @@ Status run_dot_form(const TensorView& q, const TensorView& k, const TensorView& 
 
 Status dot_product_attention(const TensorView& q, const TensorView& k, const TensorView& v,
                              const TensorView& out, const ScoreFormOptions& options) {
-  FormShape s;
+  FormShape s{};
   ATTENTION_RETURN_IF_ERROR(check_form_args(q, k, v, out, options, true, {}, &s));
   if (handled_without_kernel(s, out, options)) return Status::ok_status();
   return run_dot_form(q, k, v, out, options);
@@ -147,7 +129,7 @@ Status dot_product_attention(const TensorView& q, const TensorView& k, const Ten
 Status bilinear_attention(const TensorView& q, const TensorView& k, const TensorView& v,
                           const TensorView& weight, const TensorView& out,
                           const ScoreFormOptions& options) {
-  FormShape s;
+  FormShape s{};
   ATTENTION_RETURN_IF_ERROR(
       check_form_args(q, k, v, out, options, false, {{&weight, "weight"}}, &s));
   ATTENTION_RETURN_IF_ERROR(
@@ -163,7 +145,7 @@ Status bilinear_attention(const TensorView& q, const TensorView& k, const Tensor
 Status additive_attention(const TensorView& q, const TensorView& k, const TensorView& v,
                           const AdditiveWeights& weights, const TensorView& out,
                           const ScoreFormOptions& options) {
-  FormShape s;
+  FormShape s{};
   const std::vector<detail::NamedView> weight_views = {
       {&weights.query_weight, "weights.query_weight"},
       {&weights.key_weight, "weights.key_weight"},

@@ -97,4 +97,18 @@ TensorView with_one_head(const TensorView& t) {
   return view;
 }
 
+void average_heads(const TensorView& in, const TensorView& out) {
+  const int64_t B = in.shape[0], H = in.shape[1], S = in.shape[2], X = in.shape[3];
+  const auto* src = static_cast<const float*>(in.data);
+  auto* dst = static_cast<float*>(out.data);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 0; s < S; ++s)
+      for (int64_t x = 0; x < X; ++x) {
+        float sum = 0.0f;
+        for (int64_t h = 0; h < H; ++h) sum += src[((b * H + h) * S + s) * X + x];
+        dst[b * out.strides[0] + s * out.strides[1] + x * out.strides[2]] =
+            sum / static_cast<float>(H);
+      }
+}
+
 }  // namespace attention::detail

@@ -27,4 +27,7 @@ TensorView stats_or_scratch(const TensorView& requested, std::initializer_list<i
 // A rank-3 view [B, S, X] as the rank-4 [B, 1, S, X] the SDPA-family kernels take (one head).
 TensorView with_one_head(const TensorView& t);
 
+// out [B, S, X] = the mean over heads of a dense in [B, H, S, X] (a validated out view).
+void average_heads(const TensorView& in, const TensorView& out);
+
 }  // namespace attention::detail

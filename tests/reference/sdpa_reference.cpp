@@ -97,8 +97,19 @@ void reference_attention(const PairScore& score, int64_t heads, int64_t q_len,
                          const attention::TensorView& v, std::vector<double>* out,
                          std::vector<double>* lse, const attention::MaskOptions* mask,
                          std::vector<double>* attention_weights) {
-  const int64_t batch = v.shape[0], kv_heads = v.shape[1], kv_len = v.shape[2];
-  const int64_t value_dim = v.shape[3];
+  const ValueAt value = [&v](int64_t b, int64_t kv_head, int64_t j, int64_t c) {
+    return static_cast<double>(row(v, b, kv_head, j)[c * v.strides[3]]);
+  };
+  reference_attention(score, heads, q_len, value, {v.shape[0], v.shape[1], v.shape[2], v.shape[3]},
+                      out, lse, mask, attention_weights);
+}
+
+void reference_attention(const PairScore& score, int64_t heads, int64_t q_len, const ValueAt& value,
+                         const ValueShape& value_shape, std::vector<double>* out,
+                         std::vector<double>* lse, const attention::MaskOptions* mask,
+                         std::vector<double>* attention_weights) {
+  const int64_t batch = value_shape.batch, kv_heads = value_shape.kv_heads;
+  const int64_t kv_len = value_shape.kv_len, value_dim = value_shape.value_dim;
   out->assign(static_cast<size_t>(batch * heads * q_len * value_dim), 0.0);
   if (attention_weights != nullptr) {
     attention_weights->assign(static_cast<size_t>(batch * heads * q_len * kv_len), 0.0);
@@ -152,7 +163,7 @@ void reference_attention(const PairScore& score, int64_t heads, int64_t q_len,
           double acc = 0.0;
           for (int64_t j = 0; j < kv_len; ++j) {
             if (!visible[j]) continue;  // nor its v
-            acc += weights[j] * static_cast<double>(row(v, b, kv_head, j)[d * v.strides[3]]);
+            acc += weights[j] * value(b, kv_head, j, d);
           }
           (*out)[row_index * value_dim + d] = acc / row_sum;
         }

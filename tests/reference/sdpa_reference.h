@@ -21,6 +21,17 @@ void reference_sdpa(const attention::TensorView& q, const attention::TensorView&
 // score forms: score(b, h, i, j) for query i and key j of batch b, query head h. v is rank 4
 // [B, Hkv, Sk, Dv] (query head h reads kv head h / (heads / Hkv)); out and lse as above.
 using PairScore = std::function<double(int64_t b, int64_t h, int64_t i, int64_t j)>;
+// The same with values from a function: value(b, kv_head, j, c) for a [batch, kv_heads, kv_len,
+// value_dim] value tensor (e.g. a projection computed in double).
+using ValueAt = std::function<double(int64_t b, int64_t kv_head, int64_t j, int64_t c)>;
+struct ValueShape {
+  int64_t batch, kv_heads, kv_len, value_dim;
+};
+void reference_attention(const PairScore& score, int64_t heads, int64_t q_len, const ValueAt& value,
+                         const ValueShape& value_shape, std::vector<double>* out,
+                         std::vector<double>* lse, const attention::MaskOptions* mask = nullptr,
+                         std::vector<double>* weights = nullptr);
+
 // `weights` (may be null) gets the dense [B, heads, Sq, Sk] attention weights (0 at hidden keys).
 void reference_attention(const PairScore& score, int64_t heads, int64_t q_len,
                          const attention::TensorView& v, std::vector<double>* out,
