@@ -100,15 +100,17 @@ void expect_matches_reference(const RegressionCase& c, RegressionKernel kernel, 
 
 // 1-D inputs (the classic demo), odd sizes, decode (Sq 1, 2), several prefill and decode key
 // splits (the last one partial), decode's few-feature paths (D < 32, Dv < 8) and its wide ones,
-// strided layouts; bandwidths from "few keys in reach" to "every key".
+// strided layouts; bandwidths from "few keys in reach" to "every key". Decode cases have several
+// rows: log_weight_sum is often near 0 (weights summing to about 1), where a one-element relative
+// L2 measures fp32's absolute rounding (3e-7 at -0.0125 failed it once) rather than the kernel.
 TEST(NadarayaWatson, MatchesReference) {
   const uint64_t seed = seed_for_current_test();
   const RegressionCase cases[] = {
       {1, 50, 100, 1, 1},  {2, 37, 29, 3, 5, Layout::kPadded},
-      {1, 1, 300, 4, 2},   {3, 2, 41, 2, 7},
+      {3, 1, 300, 4, 2},   {3, 2, 41, 2, 7},
       {1, 97, 1100, 5, 3}, {2, 60, 13, 17, 64},
-      {1, 130, 70, 64, 9}, {2, 1, 5000, 3, 9},
-      {1, 2, 2100, 40, 4}, {1, 1, 1500, 1, 1, Layout::kPadded},
+      {1, 130, 70, 64, 9}, {3, 1, 5000, 3, 9},
+      {1, 2, 2100, 40, 4}, {3, 1, 1500, 1, 1, Layout::kPadded},
   };
   for (const RegressionCase& c : cases) {
     for (RegressionKernel kernel : kKernels) {
