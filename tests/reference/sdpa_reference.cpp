@@ -82,32 +82,13 @@ std::vector<double> reference_alibi_slopes(int64_t heads) {
   return slopes;
 }
 
-void reference_sdpa(const attention::TensorView& q, const attention::TensorView& k,
-                    const attention::TensorView& v, double scale, std::vector<double>* out,
-                    std::vector<double>* lse, const attention::MaskOptions* mask) {
-  const int64_t heads = q.shape[1], head_dim = q.shape[3];
-  const int64_t group = k.shape[1] == 0 ? 1 : heads / k.shape[1];
-  const PairScore score = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
-    return scale * dot(q, row(q, b, h, i), k, row(k, b, h / group, j), head_dim);
-  };
-  reference_attention(score, heads, q.shape[2], v, out, lse, mask);
-}
+namespace {
 
-void reference_attention(const PairScore& score, int64_t heads, int64_t q_len,
-                         const attention::TensorView& v, std::vector<double>* out,
-                         std::vector<double>* lse, const attention::MaskOptions* mask,
-                         std::vector<double>* attention_weights) {
-  const ValueAt value = [&v](int64_t b, int64_t kv_head, int64_t j, int64_t c) {
-    return static_cast<double>(row(v, b, kv_head, j)[c * v.strides[3]]);
-  };
-  reference_attention(score, heads, q_len, value, {v.shape[0], v.shape[1], v.shape[2], v.shape[3]},
-                      out, lse, mask, attention_weights);
-}
-
-void reference_attention(const PairScore& score, int64_t heads, int64_t q_len, const ValueAt& value,
-                         const ValueShape& value_shape, std::vector<double>* out,
-                         std::vector<double>* lse, const attention::MaskOptions* mask,
-                         std::vector<double>* attention_weights) {
+template <typename Score, typename Value>
+void attention_core(const Score& score, int64_t heads, int64_t q_len, const Value& value,
+                    const ValueShape& value_shape, std::vector<double>* out,
+                    std::vector<double>* lse, const attention::MaskOptions* mask,
+                    std::vector<double>* attention_weights) {
   const int64_t batch = value_shape.batch, kv_heads = value_shape.kv_heads;
   const int64_t kv_len = value_shape.kv_len, value_dim = value_shape.value_dim;
   out->assign(static_cast<size_t>(batch * heads * q_len * value_dim), 0.0);
@@ -176,4 +157,42 @@ void reference_attention(const PairScore& score, int64_t heads, int64_t q_len, c
       }
     }
   }
+}
+
+}  // namespace
+
+void reference_attention(const PairScore& score, int64_t heads, int64_t q_len,
+                         const attention::TensorView& v, std::vector<double>* out,
+                         std::vector<double>* lse, const attention::MaskOptions* mask,
+                         std::vector<double>* attention_weights) {
+  // A lambda, not a ValueAt: inlined into the innermost loop.
+  const auto value = [&v](int64_t b, int64_t kv_head, int64_t j, int64_t c) {
+    return static_cast<double>(row(v, b, kv_head, j)[c * v.strides[3]]);
+  };
+  attention_core(score, heads, q_len, value, {v.shape[0], v.shape[1], v.shape[2], v.shape[3]}, out,
+                 lse, mask, attention_weights);
+}
+
+void reference_attention(const PairScore& score, int64_t heads, int64_t q_len, const ValueAt& value,
+                         const ValueShape& value_shape, std::vector<double>* out,
+                         std::vector<double>* lse, const attention::MaskOptions* mask,
+                         std::vector<double>* attention_weights) {
+  attention_core(score, heads, q_len, value, value_shape, out, lse, mask, attention_weights);
+}
+
+void reference_sdpa(const attention::TensorView& q, const attention::TensorView& k,
+                    const attention::TensorView& v, double scale, std::vector<double>* out,
+                    std::vector<double>* lse, const attention::MaskOptions* mask) {
+  const int64_t heads = q.shape[1], head_dim = q.shape[3];
+  const int64_t group = k.shape[1] == 0 ? 1 : heads / k.shape[1];
+  // Lambdas, not std::function: the demo times this as the naive loop.
+  const auto score = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+    return scale * dot(q, row(q, b, h, i), k, row(k, b, h / group, j), head_dim);
+  };
+  const auto value = [&v](int64_t b, int64_t kv_head, int64_t j, int64_t c) {
+    return static_cast<double>(row(v, b, kv_head, j)[c * v.strides[3]]);
+  };
+  attention_core(score, heads, q.shape[2], value,
+                 ValueShape{v.shape[0], v.shape[1], v.shape[2], v.shape[3]}, out, lse, mask,
+                 nullptr);
 }
