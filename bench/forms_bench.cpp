@@ -149,27 +149,6 @@ void time_if_agreeing(benchmark::State& state, Run ours, const std::vector<float
   }
 }
 
-void BM_NadarayaWatsonOurs(benchmark::State& state, RegressionShape s) {
-  Problem p = make_problem(s);
-  Problem check = p;
-  std::vector<float> w(s.sk);
-  naive(s, check, w);
-  // Loose: a boxcar key at the edge may fall either side under another rounding.
-  time_if_agreeing(
-      state, [&] { return ours(s, p); }, p.out, check.out, 1e-2f);
-  report(state, s, "ours");
-}
-
-void BM_NadarayaWatsonNaive(benchmark::State& state, RegressionShape s) {
-  Problem p = make_problem(s);
-  std::vector<float> w(s.sk);
-  for (auto _ : state) {
-    naive(s, p, w);
-    benchmark::ClobberMemory();
-  }
-  report(state, s, "naive");
-}
-
 // ---- Luong / Bahdanau score forms: dot, bilinear (q·W·k), additive (w_a · tanh(W_q q + W_k k)).
 
 enum class Form { Dot, Bilinear, Additive };
@@ -201,7 +180,7 @@ struct FormProblem {
   std::vector<float> q, k, v, w, wq, wk, wa, out;
 };
 
-FormProblem make_form_problem(const FormShape& s) {
+FormProblem make_problem(const FormShape& s) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   FormProblem p;
@@ -224,7 +203,7 @@ FormProblem make_form_problem(const FormShape& s) {
 
 // The loops a user writes: projections once (bilinear: q·W; additive: W_q q and W_k k), then per
 // query row the scores, a max-shifted softmax and the weighted sum of v.
-void naive_form(const FormShape& s, FormProblem& p, std::vector<float>& scratch) {
+void naive(const FormShape& s, FormProblem& p, std::vector<float>& scratch) {
   const int64_t width = s.form == Form::Additive ? s.a : s.d;
   std::vector<float> qp = p.q, kp;
   if (s.form != Form::Dot) {
@@ -277,7 +256,7 @@ void naive_form(const FormShape& s, FormProblem& p, std::vector<float>& scratch)
   }
 }
 
-attention::Status ours_form(const FormShape& s, FormProblem& p) {
+attention::Status ours(const FormShape& s, FormProblem& p) {
   using attention::TensorView;
   const TensorView q = TensorView::contiguous(p.q.data(), {s.b, s.sq, s.d});
   const TensorView k = TensorView::contiguous(p.k.data(), {s.b, s.sk, s.d});
@@ -300,25 +279,6 @@ attention::Status ours_form(const FormShape& s, FormProblem& p) {
   return attention::Status::invalid("unknown form");
 }
 
-void BM_FormOurs(benchmark::State& state, FormShape s) {
-  FormProblem p = make_form_problem(s), check = p;
-  std::vector<float> scratch(s.sk);
-  naive_form(s, check, scratch);
-  time_if_agreeing(
-      state, [&] { return ours_form(s, p); }, p.out, check.out, 1e-3f);
-  report(state, s, "ours");
-}
-
-void BM_FormNaive(benchmark::State& state, FormShape s) {
-  FormProblem p = make_form_problem(s);
-  std::vector<float> scratch(s.sk);
-  for (auto _ : state) {
-    naive_form(s, p, scratch);
-    benchmark::ClobberMemory();
-  }
-  report(state, s, "naive");
-}
-
 // ---- Static attention: softmax(W)·X and softmax(W₁·W₂)·X.
 
 struct StaticShape {
@@ -337,7 +297,7 @@ struct StaticProblem {
   std::vector<float> w, w1, w2, x, out;
 };
 
-StaticProblem make_static_problem(const StaticShape& s) {
+StaticProblem make_problem(const StaticShape& s) {
   std::mt19937 rng(13);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   auto random = [&](size_t n) {
@@ -355,7 +315,7 @@ StaticProblem make_static_problem(const StaticShape& s) {
 }
 
 // The loops a user writes: W (or W₁·W₂) once, its row softmax once, then P·X per batch.
-void naive_static(const StaticShape& s, StaticProblem& p, std::vector<float>& probs) {
+void naive(const StaticShape& s, StaticProblem& p, std::vector<float>& probs) {
   for (int64_t i = 0; i < s.sq; ++i) {
     float* row = &probs[i * s.sk];
     for (int64_t j = 0; j < s.sk; ++j) {
@@ -379,7 +339,7 @@ void naive_static(const StaticShape& s, StaticProblem& p, std::vector<float>& pr
     }
 }
 
-attention::Status ours_static(const StaticShape& s, StaticProblem& p) {
+attention::Status ours(const StaticShape& s, StaticProblem& p) {
   using attention::TensorView;
   const TensorView x = TensorView::contiguous(p.x.data(), {s.b, s.sk, s.d});
   const TensorView out = TensorView::contiguous(p.out.data(), {s.b, s.sq, s.d});
@@ -391,20 +351,33 @@ attention::Status ours_static(const StaticShape& s, StaticProblem& p) {
                                                 out);
 }
 
-void BM_StaticOurs(benchmark::State& state, StaticShape s) {
-  StaticProblem p = make_static_problem(s), check = p;
-  std::vector<float> probs(s.sq * s.sk);
-  naive_static(s, check, probs);
+// What the loops need besides the problem (one row's weights; static: the whole softmax), and how
+// closely ours must agree with them.
+std::vector<float> scratch_for(const RegressionShape& s) { return std::vector<float>(s.sk); }
+std::vector<float> scratch_for(const FormShape& s) { return std::vector<float>(s.sk); }
+std::vector<float> scratch_for(const StaticShape& s) { return std::vector<float>(s.sq * s.sk); }
+// Loose for kernel regression: a boxcar key at the edge may fall either side under another
+// rounding.
+float tolerance(const RegressionShape&) { return 1e-2f; }
+float tolerance(const FormShape&) { return 1e-3f; }
+float tolerance(const StaticShape&) { return 1e-3f; }
+
+template <typename Shape>
+void BM_Ours(benchmark::State& state, Shape s) {
+  auto p = make_problem(s), check = p;
+  std::vector<float> scratch = scratch_for(s);
+  naive(s, check, scratch);
   time_if_agreeing(
-      state, [&] { return ours_static(s, p); }, p.out, check.out, 1e-3f);
+      state, [&] { return ours(s, p); }, p.out, check.out, tolerance(s));
   report(state, s, "ours");
 }
 
-void BM_StaticNaive(benchmark::State& state, StaticShape s) {
-  StaticProblem p = make_static_problem(s);
-  std::vector<float> probs(s.sq * s.sk);
+template <typename Shape>
+void BM_Naive(benchmark::State& state, Shape s) {
+  auto p = make_problem(s);
+  std::vector<float> scratch = scratch_for(s);
   for (auto _ : state) {
-    naive_static(s, p, probs);
+    naive(s, p, scratch);
     benchmark::ClobberMemory();
   }
   report(state, s, "naive");
@@ -428,14 +401,14 @@ void register_pair(const std::string& group, const std::string& name,
 int main(int argc, char** argv) {
   if (!bench::initialize(&argc, argv)) return 1;
   for (const RegressionShape& s : kShapes) {
-    register_pair("nadaraya_watson", shape_name(s), BM_NadarayaWatsonOurs, BM_NadarayaWatsonNaive,
-                  s);
+    register_pair("nadaraya_watson", shape_name(s), BM_Ours<RegressionShape>,
+                  BM_Naive<RegressionShape>, s);
   }
   for (const FormShape& s : kFormShapes) {
-    register_pair("forms", form_shape_name(s), BM_FormOurs, BM_FormNaive, s);
+    register_pair("forms", form_shape_name(s), BM_Ours<FormShape>, BM_Naive<FormShape>, s);
   }
   for (const StaticShape& s : kStaticShapes) {
-    register_pair("forms", static_shape_name(s), BM_StaticOurs, BM_StaticNaive, s);
+    register_pair("forms", static_shape_name(s), BM_Ours<StaticShape>, BM_Naive<StaticShape>, s);
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
