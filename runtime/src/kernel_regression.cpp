@@ -47,15 +47,9 @@ Status check_args(const TensorView& q, const TensorView& k, const TensorView& v,
   }
   std::vector<detail::NamedView> inputs = {{&q, "queries"}, {&k, "keys"}, {&v, "values"}};
   ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(out, "out", inputs));
-  const TensorView& lws = options.log_weight_sum;
-  if (lws.data != nullptr || lws.rank != 0) {
-    ATTENTION_RETURN_IF_ERROR(detail::check_view(lws, "options.log_weight_sum", 2, "[B, Sq]"));
-    ATTENTION_RETURN_IF_ERROR(
-        detail::check_shape(lws, "options.log_weight_sum", {{"B", B}, {"Sq", Sq}}));
-    inputs.insert(inputs.begin(), {&out, "out"});
-    ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(lws, "options.log_weight_sum", inputs));
-  }
-  return Status::ok_status();
+  inputs.insert(inputs.begin(), {&out, "out"});
+  return detail::check_optional_output(options.log_weight_sum, "options.log_weight_sum", "[B, Sq]",
+                                       {{"B", B}, {"Sq", Sq}}, inputs);
 }
 
 }  // namespace

@@ -117,7 +117,7 @@ Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_
       check_mask_tensor(m.bool_mask, "mask.bool_mask", DType::Bool, B, H, Sq, Sk));
   ATTENTION_RETURN_IF_ERROR(
       check_mask_tensor(m.additive_mask, "mask.additive_mask", DType::Float32, B, H, Sq, Sk));
-  if (m.alibi_slopes.data != nullptr || m.alibi_slopes.rank != 0) {
+  if (given(m.alibi_slopes)) {
     if (!m.alibi) return Status::invalid("mask.alibi_slopes: given but mask.alibi is false");
     ATTENTION_RETURN_IF_ERROR(check_view(m.alibi_slopes, "mask.alibi_slopes", 1, "[H]"));
     ATTENTION_RETURN_IF_ERROR(check_shape(m.alibi_slopes, "mask.alibi_slopes", {{"H", H}}));

@@ -26,8 +26,6 @@ struct Projections {
   TensorView wq, wk, wv, bq, bk, bv;
 };
 
-bool given(const TensorView& t) { return t.data != nullptr || t.rank != 0; }
-
 // Rows [begin, begin + count) of a validated rank-1 or rank-2 view.
 TensorView rows(const TensorView& t, int64_t begin, int64_t count) {
   TensorView view = t;
@@ -44,7 +42,7 @@ Status check_matrix(const TensorView& w, const char* name, const char* layout, i
 }
 
 Status check_bias(const TensorView& b, const char* name, int64_t n, const char* n_name) {
-  if (!given(b)) return Status::ok_status();
+  if (!detail::given(b)) return Status::ok_status();
   ATTENTION_RETURN_IF_ERROR(
       detail::check_view(b, name, 1, "[N]", DType::Float32, /*any_strides=*/true));
   return detail::check_shape(b, name, {{n_name, n}});
@@ -52,10 +50,10 @@ Status check_bias(const TensorView& b, const char* name, int64_t n, const char* 
 
 // The packed or separate projection weights, checked against the shape.
 Status resolve_projections(const MhaWeights& w, const MhaShape& s, Projections* p) {
-  const bool packed = given(w.in_proj_weight) || given(w.in_proj_bias);
-  const bool separate = given(w.q_proj_weight) || given(w.k_proj_weight) ||
-                        given(w.v_proj_weight) || given(w.q_bias) || given(w.k_bias) ||
-                        given(w.v_bias);
+  const bool packed = detail::given(w.in_proj_weight) || detail::given(w.in_proj_bias);
+  const bool separate = detail::given(w.q_proj_weight) || detail::given(w.k_proj_weight) ||
+                        detail::given(w.v_proj_weight) || detail::given(w.q_bias) ||
+                        detail::given(w.k_bias) || detail::given(w.v_bias);
   if (packed && separate) {
     return Status::invalid(
         "weights: give either in_proj_weight/in_proj_bias (packed) or q/k/v_proj_weight and "
@@ -76,14 +74,14 @@ Status resolve_projections(const MhaWeights& w, const MhaShape& s, Projections* 
     p->wq = rows(w.in_proj_weight, 0, s.E);
     p->wk = rows(w.in_proj_weight, s.E, kv);
     p->wv = rows(w.in_proj_weight, s.E + kv, kv);
-    if (given(w.in_proj_bias)) {
+    if (detail::given(w.in_proj_bias)) {
       p->bq = rows(w.in_proj_bias, 0, s.E);
       p->bk = rows(w.in_proj_bias, s.E, kv);
       p->bv = rows(w.in_proj_bias, s.E + kv, kv);
     }
     return Status::ok_status();
   }
-  if (!given(w.q_proj_weight)) {
+  if (!detail::given(w.q_proj_weight)) {
     return Status::invalid("weights: no projection weights (in_proj_weight, or q/k/v_proj_weight)");
   }
   ATTENTION_RETURN_IF_ERROR(
@@ -147,21 +145,17 @@ Status check_mha_args(const TensorView& x_q, const TensorView& x_kv, const MhaWe
                                            {&w.out_proj_bias, "weights.out_proj_bias"}};
   detail::append_mask_views(o.mask, inputs);
   ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(out, "out", inputs));
+  // Per head [B, H, Sq, Sk], or averaged over heads [B, Sq, Sk].
   const TensorView& aw = o.attention_weights;
-  if (given(aw)) {
-    const bool per_head = aw.rank == 4;
-    ATTENTION_RETURN_IF_ERROR(detail::check_view(
-        aw, "options.attention_weights", per_head ? 4 : 3,
-        per_head ? "[B, H, Sq, Sk]" : "[B, Sq, Sk] (averaged) or [B, H, Sq, Sk]"));
-    if (per_head) {
-      ATTENTION_RETURN_IF_ERROR(detail::check_shape(
-          aw, "options.attention_weights", {{"B", s.B}, {"H", s.H}, {"Sq", s.Sq}, {"Sk", s.Sk}}));
-    } else {
-      ATTENTION_RETURN_IF_ERROR(detail::check_shape(aw, "options.attention_weights",
-                                                    {{"B", s.B}, {"Sq", s.Sq}, {"Sk", s.Sk}}));
-    }
-    inputs.insert(inputs.begin(), {&out, "out"});
-    ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(aw, "options.attention_weights", inputs));
+  inputs.insert(inputs.begin(), {&out, "out"});
+  if (aw.rank == 4) {
+    ATTENTION_RETURN_IF_ERROR(detail::check_optional_output(
+        aw, "options.attention_weights", "[B, H, Sq, Sk]",
+        {{"B", s.B}, {"H", s.H}, {"Sq", s.Sq}, {"Sk", s.Sk}}, inputs));
+  } else {
+    ATTENTION_RETURN_IF_ERROR(detail::check_optional_output(
+        aw, "options.attention_weights", "[B, Sq, Sk] (averaged) or [B, H, Sq, Sk]",
+        {{"B", s.B}, {"Sq", s.Sq}, {"Sk", s.Sk}}, inputs));
   }
   *shape = s;
   return Status::ok_status();
@@ -193,7 +187,7 @@ Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
   const int64_t kv = s.kv_width();
   std::vector<float> qkv_storage, k_storage, v_storage, concat_storage;
   TensorView q_heads, k_heads, v_heads;
-  if (given(weights.in_proj_weight) && same_view(x_q, x_kv)) {
+  if (detail::given(weights.in_proj_weight) && same_view(x_q, x_kv)) {
     const TensorView qkv = detail::dense_output(qkv_storage, s.B, s.Sq, s.E + 2 * kv);
     ATTENTION_RETURN_IF_ERROR(
         detail::run_linear(x_q, weights.in_proj_weight, weights.in_proj_bias, qkv));

@@ -50,23 +50,16 @@ Status check_form_args(const TensorView& q, const TensorView& k, const TensorVie
   inputs.insert(inputs.end(), weights.begin(), weights.end());
   detail::append_mask_views(options.mask, inputs);
   ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(out, "out", inputs));
-  const TensorView& lse = options.logsumexp;
-  if (lse.data != nullptr || lse.rank != 0) {
-    ATTENTION_RETURN_IF_ERROR(detail::check_view(lse, "options.logsumexp", 2, "[B, Sq]"));
-    ATTENTION_RETURN_IF_ERROR(
-        detail::check_shape(lse, "options.logsumexp", {{"B", s.B}, {"Sq", s.Sq}}));
-    inputs.insert(inputs.begin(), {&out, "out"});
-    ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(lse, "options.logsumexp", inputs));
+  // Each later output must not overlap the ones before it either.
+  inputs.insert(inputs.begin(), {&out, "out"});
+  ATTENTION_RETURN_IF_ERROR(detail::check_optional_output(
+      options.logsumexp, "options.logsumexp", "[B, Sq]", {{"B", s.B}, {"Sq", s.Sq}}, inputs));
+  if (options.logsumexp.data != nullptr) {
+    inputs.insert(inputs.begin(), {&options.logsumexp, "options.logsumexp"});
   }
-  const TensorView& weights_out = options.weights;
-  if (weights_out.data != nullptr || weights_out.rank != 0) {
-    ATTENTION_RETURN_IF_ERROR(detail::check_view(weights_out, "options.weights", 3, "[B, Sq, Sk]"));
-    ATTENTION_RETURN_IF_ERROR(detail::check_shape(weights_out, "options.weights",
-                                                  {{"B", s.B}, {"Sq", s.Sq}, {"Sk", s.Sk}}));
-    if (inputs.front().view != &out) inputs.insert(inputs.begin(), {&out, "out"});
-    if (lse.data != nullptr) inputs.insert(inputs.begin(), {&lse, "options.logsumexp"});
-    ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(weights_out, "options.weights", inputs));
-  }
+  ATTENTION_RETURN_IF_ERROR(
+      detail::check_optional_output(options.weights, "options.weights", "[B, Sq, Sk]",
+                                    {{"B", s.B}, {"Sq", s.Sq}, {"Sk", s.Sk}}, inputs));
   *shape = s;
   return Status::ok_status();
 }
@@ -163,7 +156,7 @@ Status additive_attention(const TensorView& q, const TensorView& k, const Tensor
       check_weight(weights.key_weight, "weights.key_weight", "[A, Dk]", {{"A", A}, {"Dk", s.Dk}}));
   ATTENTION_RETURN_IF_ERROR(
       check_weight(weights.score_weight, "weights.score_weight", "[A]", {{"A", A}}));
-  if (weights.bias.data != nullptr || weights.bias.rank != 0) {
+  if (detail::given(weights.bias)) {
     ATTENTION_RETURN_IF_ERROR(check_weight(weights.bias, "weights.bias", "[A]", {{"A", A}}));
   }
   if (handled_without_kernel(s, out, options)) return Status::ok_status();

@@ -148,4 +148,13 @@ Status check_output_memory(const TensorView& out, const char* name,
   return Status::ok_status();
 }
 
+Status check_optional_output(const TensorView& t, const char* name, const char* layout,
+                             const std::vector<ExpectedDim>& extents,
+                             const std::vector<NamedView>& others) {
+  if (!given(t)) return Status::ok_status();
+  ATTENTION_RETURN_IF_ERROR(check_view(t, name, static_cast<int>(extents.size()), layout));
+  ATTENTION_RETURN_IF_ERROR(check_shape(t, name, extents));
+  return check_output_memory(t, name, others);
+}
+
 }  // namespace attention::detail

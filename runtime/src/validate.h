@@ -48,4 +48,14 @@ struct NamedView {
 Status check_output_memory(const TensorView& out, const char* name,
                            const std::vector<NamedView>& others);
 
+// Whether an optional view was given: any data or a rank. A half-filled view is then checked (and
+// rejected), never silently skipped.
+inline bool given(const TensorView& t) { return t.data != nullptr || t.rank != 0; }
+
+// An optional output, when given: a view of rank extents.size() named by `layout`, those extents,
+// and no overlap with itself or `others`.
+Status check_optional_output(const TensorView& t, const char* name, const char* layout,
+                             const std::vector<ExpectedDim>& extents,
+                             const std::vector<NamedView>& others);
+
 }  // namespace attention::detail
