@@ -45,4 +45,17 @@ inline int32_t prefill_key_split(int64_t Sk) {
   return static_cast<int32_t>((keys + 7) / 8 * 8);
 }
 
+// The variant that serves a call of Sq queries and its key split. Every SDPA-family generator
+// builds both variants with the same arguments, so a call site picks the function and passes
+// key_split once.
+struct KernelChoice {
+  bool prefill;
+  int32_t key_split;
+};
+
+inline KernelChoice choose_kernel(int64_t B, int64_t H, int64_t Sq, int64_t Sk) {
+  if (Sq > kDecodeMaxQueries) return {true, prefill_key_split(Sk)};
+  return {false, decode_key_split(B, H, Sk)};
+}
+
 }  // namespace attention::detail

@@ -73,14 +73,12 @@ Status nadaraya_watson_attention(const TensorView& queries, const TensorView& ke
   detail::HalideView hq(detail::with_one_head(queries)), hk(detail::with_one_head(keys)),
       hv(detail::with_one_head(values)), hout(detail::with_one_head(out)),
       hlws(detail::with_one_head(lws));
-  if (Sq > detail::kDecodeMaxQueries) {
-    return detail::run_kernel("nadaraya_watson_f32_prefill", nadaraya_watson_f32_prefill, hq.get(),
-                              hk.get(), hv.get(), inverse_bandwidth_squared, kernel, values_finite,
-                              detail::prefill_key_split(Sk), hout.get(), hlws.get());
-  }
-  return detail::run_kernel("nadaraya_watson_f32_decode", nadaraya_watson_f32_decode, hq.get(),
-                            hk.get(), hv.get(), inverse_bandwidth_squared, kernel, values_finite,
-                            detail::decode_key_split(B, 1, Sk), hout.get(), hlws.get());
+  const detail::KernelChoice choice = detail::choose_kernel(B, 1, Sq, Sk);
+  return detail::run_kernel(
+      choice.prefill ? "nadaraya_watson_f32_prefill" : "nadaraya_watson_f32_decode",
+      choice.prefill ? nadaraya_watson_f32_prefill : nadaraya_watson_f32_decode, hq.get(), hk.get(),
+      hv.get(), inverse_bandwidth_squared, kernel, values_finite, choice.key_split, hout.get(),
+      hlws.get());
 }
 
 }  // namespace attention

@@ -181,24 +181,15 @@ Status additive_attention(const TensorView& q, const TensorView& k, const Tensor
       hv(detail::with_one_head(v)), hout(detail::with_one_head(out)),
       hlse(detail::with_one_head(lse)), hw(TensorView::contiguous(w_a.data(), {A}));
   const float temperature = 1.0f;
-  Status status = Status::ok_status();
-  if (s.Sq > detail::kDecodeMaxQueries) {
-    const bool values_finite = detail::all_finite(v);
-    status = detail::run_kernel("additive_f32_prefill", additive_f32_prefill, hq.get(), hk.get(),
-                                hv.get(), temperature, mask.key_lengths(), mask.query_lengths(),
-                                mask.diag_offset, mask.band_back, mask.band_forward, mask.has_bias,
-                                mask.bool_mask(), mask.additive_mask(), mask.alibi_slopes(),
-                                mask.softcap, values_finite, hw.get(),
-                                detail::prefill_key_split(s.Sk), hout.get(), hlse.get());
-  } else {
-    status =
-        detail::run_kernel("additive_f32_decode", additive_f32_decode, hq.get(), hk.get(), hv.get(),
-                           temperature, mask.key_lengths(), mask.query_lengths(), mask.diag_offset,
-                           mask.band_back, mask.band_forward, mask.has_bias, mask.bool_mask(),
-                           mask.additive_mask(), mask.alibi_slopes(), mask.softcap, false, hw.get(),
-                           detail::decode_key_split(s.B, 1, s.Sk), hout.get(), hlse.get());
-  }
-  if (!status.ok() || options.weights.data == nullptr) return status;
+  const detail::KernelChoice choice = detail::choose_kernel(s.B, 1, s.Sq, s.Sk);
+  const bool values_finite = choice.prefill && detail::all_finite(v);  // as for masked SDPA
+  ATTENTION_RETURN_IF_ERROR(detail::run_kernel(
+      choice.prefill ? "additive_f32_prefill" : "additive_f32_decode",
+      choice.prefill ? additive_f32_prefill : additive_f32_decode, hq.get(), hk.get(), hv.get(),
+      temperature, mask.key_lengths(), mask.query_lengths(), mask.diag_offset, mask.band_back,
+      mask.band_forward, mask.has_bias, mask.bool_mask(), mask.additive_mask(), mask.alibi_slopes(),
+      mask.softcap, values_finite, hw.get(), choice.key_split, hout.get(), hlse.get()));
+  if (options.weights.data == nullptr) return Status::ok_status();
   return run_weights(q_a, k_a, v, w_a, lse, options);
 }
 

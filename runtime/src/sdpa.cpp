@@ -63,22 +63,16 @@ Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Sk = k.shape[2];
   detail::MaskArgs mask(m, B, H, Sq, Sk);
   detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
-  if (Sq > detail::kDecodeMaxQueries) {
-    // A non-finite v at a hidden key would reach rows through 0 · NaN; the kernel's plain P·V is
-    // only safe without them (decode always takes the safe form).
-    const bool values_finite = detail::all_finite(v);
-    return detail::run_kernel("sdpa_f32_masked_prefill", sdpa_f32_masked_prefill, hq.get(),
-                              hk.get(), hv.get(), scale, mask.key_lengths(), mask.query_lengths(),
-                              mask.diag_offset, mask.band_back, mask.band_forward, mask.has_bias,
-                              mask.bool_mask(), mask.additive_mask(), mask.alibi_slopes(),
-                              mask.softcap, values_finite, detail::prefill_key_split(Sk),
-                              hout.get(), hlse.get());
-  }
+  const detail::KernelChoice choice = detail::choose_kernel(B, H, Sq, Sk);
+  // A non-finite v at a hidden key would reach rows through 0 · NaN; prefill's plain P·V is only
+  // safe without them (decode always takes the safe form and ignores the flag).
+  const bool values_finite = choice.prefill && detail::all_finite(v);
   return detail::run_kernel(
-      "sdpa_f32_masked_decode", sdpa_f32_masked_decode, hq.get(), hk.get(), hv.get(), scale,
-      mask.key_lengths(), mask.query_lengths(), mask.diag_offset, mask.band_back, mask.band_forward,
-      mask.has_bias, mask.bool_mask(), mask.additive_mask(), mask.alibi_slopes(), mask.softcap,
-      false, detail::decode_key_split(B, H, Sk), hout.get(), hlse.get());
+      choice.prefill ? "sdpa_f32_masked_prefill" : "sdpa_f32_masked_decode",
+      choice.prefill ? sdpa_f32_masked_prefill : sdpa_f32_masked_decode, hq.get(), hk.get(),
+      hv.get(), scale, mask.key_lengths(), mask.query_lengths(), mask.diag_offset, mask.band_back,
+      mask.band_forward, mask.has_bias, mask.bool_mask(), mask.additive_mask(), mask.alibi_slopes(),
+      mask.softcap, values_finite, choice.key_split, hout.get(), hlse.get());
 }
 
 }  // namespace
@@ -97,12 +91,10 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
   const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
   if (!options.mask.empty()) return run_masked(q, k, v, out, lse, scale, options.mask);
   detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
-  if (Sq > detail::kDecodeMaxQueries) {
-    return detail::run_kernel("sdpa_f32_prefill", sdpa_f32_prefill, hq.get(), hk.get(), hv.get(),
-                              scale, detail::prefill_key_split(k.shape[2]), hout.get(), hlse.get());
-  }
-  return detail::run_kernel("sdpa_f32_decode", sdpa_f32_decode, hq.get(), hk.get(), hv.get(), scale,
-                            detail::decode_key_split(B, H, k.shape[2]), hout.get(), hlse.get());
+  const detail::KernelChoice choice = detail::choose_kernel(B, H, Sq, k.shape[2]);
+  return detail::run_kernel(choice.prefill ? "sdpa_f32_prefill" : "sdpa_f32_decode",
+                            choice.prefill ? sdpa_f32_prefill : sdpa_f32_decode, hq.get(), hk.get(),
+                            hv.get(), scale, choice.key_split, hout.get(), hlse.get());
 }
 
 }  // namespace attention
