@@ -1,5 +1,7 @@
 #include "linear.h"
 
+#include <vector>
+
 #include "halide_view.h"
 #include "linear_f32.h"
 
@@ -18,9 +20,9 @@ Status run_linear(const TensorView& x, const TensorView& weight, const TensorVie
   return run_kernel("linear_f32", linear_f32, hx.get(), hw.get(), hb.get(), hy.get());
 }
 
-TensorView dense_output(std::vector<float>& storage, int64_t B, int64_t M, int64_t N) {
-  storage.assign(static_cast<size_t>(B * M * N), 0.0f);
-  return TensorView::contiguous(storage.data(), {B, M, N});
+TensorView dense_output(Scratch& storage, int64_t B, int64_t M, int64_t N) {
+  storage.reset(new float[static_cast<size_t>(B * M * N)]);
+  return TensorView::contiguous(storage.get(), {B, M, N});
 }
 
 TensorView transposed(const TensorView& t) {

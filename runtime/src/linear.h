@@ -2,7 +2,7 @@
 // project their inputs.
 #pragma once
 
-#include <vector>
+#include <memory>
 
 #include "attention/attention.h"
 
@@ -13,8 +13,10 @@ namespace attention::detail {
 Status run_linear(const TensorView& x, const TensorView& weight, const TensorView& bias,
                   const TensorView& y);
 
-// A dense [B, M, N] tensor in `storage`, filled by run_linear.
-TensorView dense_output(std::vector<float>& storage, int64_t B, int64_t M, int64_t N);
+// A dense [B, M, N] tensor in `storage`, left uninitialized: its producer (run_linear, a kernel)
+// writes every element, so filling it first would be a wasted pass over memory.
+using Scratch = std::unique_ptr<float[]>;
+TensorView dense_output(Scratch& storage, int64_t B, int64_t M, int64_t N);
 
 // The transpose of a rank-2 view (no copy): [R, C] becomes [C, R].
 TensorView transposed(const TensorView& t);

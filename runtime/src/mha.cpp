@@ -185,7 +185,7 @@ Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
   // Self-attention with packed weights: one product for Q, K and V together ([B, S, E + 2·Hkv·D],
   // x read once); otherwise one per projection.
   const int64_t kv = s.kv_width();
-  std::vector<float> qkv_storage, k_storage, v_storage, concat_storage;
+  detail::Scratch qkv_storage, k_storage, v_storage, concat_storage;
   TensorView q_heads, k_heads, v_heads;
   if (detail::given(weights.in_proj_weight) && same_view(x_q, x_kv)) {
     const TensorView qkv = detail::dense_output(qkv_storage, s.B, s.Sq, s.E + 2 * kv);

@@ -129,7 +129,7 @@ Status bilinear_attention(const TensorView& q, const TensorView& k, const Tensor
       check_weight(weight, "weight", "[Dq, Dk]", {{"Dq", s.Dq}, {"Dk", s.Dk}}));
   if (handled_without_kernel(s, out, options)) return Status::ok_status();
   // qᵀ·W·k = (Wᵀ·q)·k: q projected once, as a linear layer with weight Wᵀ [Dk, Dq].
-  std::vector<float> projected;
+  detail::Scratch projected;
   const TensorView q_w = detail::dense_output(projected, s.B, s.Sq, s.Dk);
   ATTENTION_RETURN_IF_ERROR(detail::run_linear(q, detail::transposed(weight), TensorView{}, q_w));
   return run_dot_form(q_w, k, v, out, options);
@@ -162,7 +162,7 @@ Status additive_attention(const TensorView& q, const TensorView& k, const Tensor
   if (handled_without_kernel(s, out, options)) return Status::ok_status();
 
   // W_q·q + bias and W_k·k, once per query and key.
-  std::vector<float> q_storage, k_storage;
+  detail::Scratch q_storage, k_storage;
   const TensorView q_a = detail::dense_output(q_storage, s.B, s.Sq, A);
   const TensorView k_a = detail::dense_output(k_storage, s.B, s.Sk, A);
   ATTENTION_RETURN_IF_ERROR(detail::run_linear(q, weights.query_weight, weights.bias, q_a));

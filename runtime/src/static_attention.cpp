@@ -63,10 +63,10 @@ Status factorized_static_attention(const TensorView& w1, const TensorView& w2,
   ATTENTION_RETURN_IF_ERROR(check_values_and_out(values, out, Sq, Sk, {{&w1, "w1"}, {&w2, "w2"}}));
   if (out.numel() == 0 || Sk == 0) return run_static(TensorView{}, values, out);
   // W = W₁·W₂ once: a linear layer on the rows of W₁ with weight W₂ᵀ [Sk, R].
-  std::vector<float> product;
+  detail::Scratch product;
   const TensorView w = detail::dense_output(product, 1, Sq, Sk);
   // The linear kernel wants x with contiguous rows: copy W₁ if it is not.
-  std::vector<float> w1_rows;
+  detail::Scratch w1_rows;
   TensorView x = w1;
   x.rank = 3;
   x.shape = {1, Sq, R, 0};
