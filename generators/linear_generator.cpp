@@ -5,6 +5,7 @@
 #include "Halide.h"
 #include "algorithm/linear.h"
 #include "algorithm/static_attention.h"
+#include "generator_inputs.h"
 #include "schedule/linear_cpu.h"
 
 namespace {
@@ -20,20 +21,7 @@ class LinearGenerator : public Generator<LinearGenerator> {
   Output<Buffer<float, 3>> y{"y"};           // (n, m, b)
 
   void generate() {
-    weight.dim(0).set_stride(Expr());
-    // Register blocks round rows and columns up: repeat x's last row, pad weight and bias with
-    // zero columns (those products land in rows and columns y never stores).
-    Region rows(3), columns(2), bias_columns(1);
-    rows[1] = Range(x.dim(1).min(), x.dim(1).extent());
-    columns[1] = Range(weight.dim(1).min(), weight.dim(1).extent());
-    bias_columns[0] = Range(bias.dim(0).min(), bias.dim(0).extent());
-    Func x_clamped = BoundaryConditions::repeat_edge(x, rows);
-    Func weight_padded = BoundaryConditions::constant_exterior(weight, 0.0f, columns);
-    Func bias_padded = BoundaryConditions::constant_exterior(bias, 0.0f, bias_columns);
-    Var k, n, b;
-    Func weight_of_batch("weight_of_batch");
-    weight_of_batch(k, n, b) = weight_padded(k, n);
-    funcs_ = linear_product(x_clamped, weight_of_batch, bias_padded, x.dim(0).extent());
+    funcs_ = linear_of_inputs(x, weight, bias);
     y = funcs_.y;
 
     x.set_estimates({{0, 512}, {0, 512}, {0, 1}});

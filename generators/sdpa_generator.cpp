@@ -5,6 +5,7 @@
 // dispatches between the two by Sq.
 #include "Halide.h"
 #include "algorithm/sdpa.h"
+#include "generator_inputs.h"
 #include "schedule/cpu.h"
 
 namespace {
@@ -171,35 +172,10 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
       Produces::Attention,
       {{"attention", Produces::Attention}, {"weights", Produces::Weights}}};
 
-  Input<Buffer<int32_t, 1>> key_lengths{"key_lengths"};      // (b), each in [0, Sk]
-  Input<Buffer<int32_t, 1>> query_lengths{"query_lengths"};  // (b), each in [0, Sq]
-  Input<int32_t> diag_offset{"diag_offset"};
-  Input<int32_t> band_back{"band_back"};
-  Input<int32_t> band_forward{"band_forward"};
-  Input<bool> has_bias{"has_bias"};
-  // (j, i, h, b); broadcast dims arrive with stride 0, so no dimension needs stride 1.
-  Input<Buffer<uint8_t, 4>> bool_mask{"bool_mask"};
-  Input<Buffer<float, 4>> additive_mask{"additive_mask"};
-  Input<Buffer<float, 1>> alibi_slopes{"alibi_slopes"};  // (h)
-  Input<float> softcap{"softcap"};
-  Input<bool> values_finite{"values_finite"};
-  // Outputs (and the weights' row_logsumexp input) are added by configure().
+  // The mask arguments, outputs (and the weights' row_logsumexp input) are added by configure().
 
   void generate() {
-    bool_mask.dim(0).set_stride(Expr());
-    additive_mask.dim(0).set_stride(Expr());
-    mask_.diag_offset = diag_offset;
-    mask_.band_back = band_back;
-    mask_.band_forward = band_forward;
-    mask_.key_length = key_lengths;
-    mask_.query_length = query_lengths;
-    mask_.has_bias = has_bias;
-    // Tiles round rows and keys up past the ends: clamp those reads (the logits there are hidden
-    // by the length masks anyway).
-    mask_.allowed = clamp_rows_and_keys(bool_mask);
-    mask_.additive = clamp_rows_and_keys(additive_mask);
-    mask_.alibi_slope = alibi_slopes;
-    mask_.softcap = softcap;
+    mask_ = mask_args_.masks();
     auto score_form = [this](SdpaInputs& in) {
       if (score != ScoreForm::Additive) return;
       score_weights_->set_estimates({{0, 64}});
@@ -220,7 +196,8 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
       return;
     }
     // Decode's P·V already runs at memory speed: always take the NaN-safe form there.
-    build(*out_, *logsumexp_, &mask_, prefill() ? Expr(values_finite) : Expr(false), score_form);
+    build(*out_, *logsumexp_, &mask_, prefill() ? mask_args_.values_finite() : Expr(false),
+          score_form);
   }
 
   void schedule() {
@@ -231,9 +208,10 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
     schedule_cpu();
   }
 
-  // Inputs in order: the additive form's w_a, the weights' row_logsumexp, then key_split (which
-  // the base adds last); then the outputs.
+  // Inputs in order: the mask arguments, the additive form's w_a, the weights' row_logsumexp,
+  // then key_split (which the base adds last); then the outputs.
   void configure() {
+    mask_args_.add_to(*this);
     if (score == ScoreForm::Additive) {
       score_weights_ = add_input<Buffer<float, 1>>("score_weights");
     }
@@ -250,20 +228,13 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
   }
 
  private:
+  MaskArguments mask_args_;
   MaskInputs mask_;
   GeneratorInput<Buffer<float, 1>>* score_weights_ = nullptr;
   GeneratorInput<Buffer<float, 3>>* row_logsumexp_ = nullptr;
   GeneratorOutput<Buffer<float, 4>>* out_ = nullptr;
   GeneratorOutput<Buffer<float, 3>>* logsumexp_ = nullptr;
   GeneratorOutput<Buffer<float, 4>>* weights_ = nullptr;
-
-  template <typename T>
-  static Func clamp_rows_and_keys(const GeneratorInput<Buffer<T, 4>>& in) {
-    Region bounds(4);
-    bounds[0] = Range(in.dim(0).min(), in.dim(0).extent());
-    bounds[1] = Range(in.dim(1).min(), in.dim(1).extent());
-    return BoundaryConditions::repeat_edge(in, bounds);
-  }
 };
 
 // Nadaraya–Watson kernel regression as attention: out_i = sum_j f(q_i, k_j) v_j / sum_j f(q_i, k_j)

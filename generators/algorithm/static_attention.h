@@ -44,7 +44,7 @@ inline StaticAttentionFuncs static_attention(const Halide::Func& weight, const H
   x(k, m, b) = f.probabilities(k, m);
   w(k, n, b) = values(n, k, b);
   zero(n) = 0.0f;
-  f.product = linear_product(x, w, zero, seq_k);
+  f.product = linear_product(x, w, zero, {seq_k});
   return f;
 }
 

@@ -40,7 +40,9 @@ inline void schedule_linear_cpu(LinearFuncs& f, const Halide::Target& target,
       .vectorize(f.n, t.vector)
       .unroll(f.n)
       .unroll(f.m);
-  f.product.update().reorder(f.n, f.m, f.r_k).vectorize(f.n, t.vector).unroll(f.n).unroll(f.m);
+  std::vector<VarOrRVar> block_then_reduction = {f.n, f.m};
+  for (int dim = 0; dim < f.r_k.dimensions(); ++dim) block_then_reduction.push_back(f.r_k[dim]);
+  f.product.update().reorder(block_then_reduction).vectorize(f.n, t.vector).unroll(f.n).unroll(f.m);
 
   f.weight_t.compute_at(f.y, item).vectorize(f.n, t.vector);
   if (dense_n.defined()) f.weight_t.specialize(dense_n);
