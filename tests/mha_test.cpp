@@ -173,6 +173,84 @@ TEST(MultiHeadAttention, MasksMatchReference) {
   }
 }
 
+// A call without keys: every row's attention is zeros, so out is the output bias (zeros
+// without biases).
+TEST(MultiHeadAttention, NoKeysOutputsTheOutputBias) {
+  const uint64_t seed = seed_for_current_test();
+  for (bool biases : {true, false}) {
+    for (Layout layout : {Layout::kDense, Layout::kPadded}) {
+      expect_matches_reference(MhaCase{2, 3, 0, 24, 16, 2, 2, false, biases, false, layout},
+                               nullptr, seed);
+    }
+  }
+}
+
+// Keys a mask hides never reach a row, even where their projected values are not finite: the
+// rows of x_kv at the keys a boolean mask hides hold Inf and NaN, amid keys every row sees (so
+// block skipping cannot step over them). The projections happen inside the kernel, so the runtime
+// cannot scan V itself; it must still pick the NaN-safe P·V.
+TEST(MultiHeadAttention, NonFiniteValuesAtHiddenKeysStayHidden) {
+  const uint64_t seed = seed_for_current_test();
+  const MhaCase c{2, 60, 40, 32, 24, 4, 2, false, true};
+  SCOPED_TRACE(describe(c) + " " + seed_note(seed));
+  MhaTensors t(c, seed);
+  std::vector<uint8_t> allowed(static_cast<size_t>(c.B * c.Sq * c.Sk), 1);  // [B, 1, Sq, Sk]
+  float* x_kv = static_cast<float*>(t.x_kv.view().data);
+  for (int64_t b = 0; b < c.B; ++b) {
+    for (int64_t j = 5 + b; j < c.Sk; j += 7) {
+      for (int64_t i = 0; i < c.Sq; ++i) allowed[(b * c.Sq + i) * c.Sk + j] = 0;
+      for (int64_t e = 0; e < c.Ekv; ++e) {
+        x_kv[(b * c.Sk + j) * c.Ekv + e] = j % 2 ? std::numeric_limits<float>::quiet_NaN()
+                                                 : std::numeric_limits<float>::infinity();
+      }
+    }
+  }
+  attention::MhaOptions options;
+  options.num_heads = c.H;
+  options.num_kv_heads = c.Hkv;
+  options.mask.bool_mask =
+      TensorView::contiguous(allowed.data(), attention::DType::Bool, {c.B, 1, c.Sq, c.Sk});
+  t.out.poison();
+  ASSERT_TRUE(attention::multi_head_attention(t.x_q.view(), t.x_kv.view(), t.weights(c),
+                                              t.out.view(), options)
+                  .ok());
+  std::vector<double> expected;
+  reference_mha(t.x_q.view(), t.x_kv.view(), t.reference_weights(c), c.H, c.Hkv,
+                1.0 / std::sqrt(double(c.E / c.H)), &options.mask, &expected, nullptr);
+  EXPECT_TRUE(matches_reference(t.out.to_dense(), expected, t.out.shape()));
+}
+
+// Strided biases (a column of a bigger matrix) read like contiguous ones.
+TEST(MultiHeadAttention, StridedBiasesMatchReference) {
+  const uint64_t seed = seed_for_current_test();
+  const MhaCase c{1, 7, 9, 24, 24, 2, 2, false, true};
+  SCOPED_TRACE(describe(c) + " " + seed_note(seed));
+  MhaTensors t(c, seed);
+  // Each bias as the first column of a [N, 2] matrix holding it and its negation.
+  std::vector<std::vector<float>> storage;
+  auto strided = [&storage](Tensor& bias) {
+    const std::vector<float> values = bias.to_dense();
+    std::vector<float>& columns = storage.emplace_back();
+    for (float v : values) columns.insert(columns.end(), {v, -v});
+    return TensorView::strided(columns.data(), {int64_t(values.size())}, {2});
+  };
+  storage.reserve(4);
+  attention::MhaWeights w = t.weights(c);
+  w.q_bias = strided(t.bq);
+  w.k_bias = strided(t.bk);
+  w.v_bias = strided(t.bv);
+  w.out_proj_bias = strided(t.bo);
+  attention::MhaOptions options;
+  options.num_heads = c.H;
+  t.out.poison();
+  ASSERT_TRUE(
+      attention::multi_head_attention(t.x_q.view(), t.x_kv.view(), w, t.out.view(), options).ok());
+  std::vector<double> expected;
+  reference_mha(t.x_q.view(), t.x_kv.view(), t.reference_weights(c), c.H, c.Hkv,
+                1.0 / std::sqrt(double(c.E / c.H)), nullptr, &expected, nullptr);
+  EXPECT_TRUE(matches_reference(t.out.to_dense(), expected, t.out.shape()));
+}
+
 // PyTorch's packed in_proj_weight holds W_q, W_k, W_v as consecutive row blocks: the result with
 // it must equal the result with the three blocks copied into separate matrices, bit for bit, and
 // differ when two blocks are swapped (the split is not symmetric by accident).

@@ -9,15 +9,19 @@ namespace attention::detail {
 
 Status run_linear(const TensorView& x, const TensorView& weight, const TensorView& bias,
                   const TensorView& y) {
-  const int64_t N = weight.shape[0];
-  std::vector<float> zeros;
-  TensorView bias_view = bias;
-  if (bias.data == nullptr) {
-    zeros.assign(static_cast<size_t>(N), 0.0f);
-    bias_view = TensorView::contiguous(zeros.data(), {N});
-  }
-  HalideView hx(x), hw(weight), hb(bias_view), hy(y);
+  std::vector<float> bias_storage;
+  HalideView hx(x), hw(weight), hb(dense_bias(bias, weight.shape[0], bias_storage)), hy(y);
   return run_kernel("linear_f32", linear_f32, hx.get(), hw.get(), hb.get(), hy.get());
+}
+
+TensorView dense_bias(const TensorView& bias, int64_t N, std::vector<float>& storage) {
+  if (bias.data != nullptr && (N <= 1 || bias.strides[0] == 1)) return bias;
+  storage.assign(static_cast<size_t>(N), 0.0f);
+  if (bias.data != nullptr) {
+    const auto* values = static_cast<const float*>(bias.data);
+    for (int64_t n = 0; n < N; ++n) storage[n] = values[n * bias.strides[0]];
+  }
+  return TensorView::contiguous(storage.data(), {N});
 }
 
 TensorView dense_output(Scratch& storage, int64_t B, int64_t M, int64_t N) {

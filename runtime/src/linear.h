@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "attention/attention.h"
 
@@ -12,6 +13,10 @@ namespace attention::detail {
 // bias [N] (data == nullptr: none), x and y with contiguous rows.
 Status run_linear(const TensorView& x, const TensorView& weight, const TensorView& bias,
                   const TensorView& y);
+
+// A bias [N] as the kernels take it, contiguous: `bias` itself when it is, a copy in `storage` when
+// strided, zeros in `storage` when absent (data == nullptr).
+TensorView dense_bias(const TensorView& bias, int64_t N, std::vector<float>& storage);
 
 // A dense [B, M, N] tensor in `storage`, left uninitialized: its producer (run_linear, a kernel)
 // writes every element, so filling it first would be a wasted pass over memory.

@@ -1,15 +1,20 @@
-// multi_head_attention: nn.MultiheadAttention's block on the generated kernels. The Q, K, V and
-// output projections run on the linear kernel (register-blocked matrix products), the attention on
-// the SDPA kernels, which read the projections' heads in place through strides (no copy, no
-// transpose): the fusion boundary sits at the projections' outputs.
+// multi_head_attention: nn.MultiheadAttention's block in one generated kernel (mha_f32, or
+// mha_f32_masked for calls with masks; generators/mha_generator.cpp: projections, attention and
+// output projection in one pipeline). The optional attention weights come from the weights kernel
+// on Q and K projected again by the linear kernel (an inspection path: two more products).
+#include <cfloat>
 #include <cmath>
 #include <string>
 #include <vector>
 
 #include "attention/attention.h"
 #include "attention_weights.h"
+#include "halide_view.h"
+#include "kernel_choice.h"
 #include "linear.h"
 #include "mask_args.h"
+#include "mha_f32.h"
+#include "mha_f32_masked.h"
 #include "tensor_util.h"
 #include "validate.h"
 
@@ -168,8 +173,46 @@ TensorView heads(const TensorView& projection, int64_t first, int64_t H, int64_t
                              {S * W, D, W, 1});
 }
 
-bool same_view(const TensorView& a, const TensorView& b) {
-  return a.data == b.data && a.rank == b.rank && a.shape == b.shape && a.strides == b.strides;
+// Whether V = x_kv·W_vᵀ + b_v is certainly finite: |V| <= Ekv·max|x_kv|·max|W_v| + max|b_v|,
+// with room for fp32 rounding. The masked attention's plain P·V is only safe then (a non-finite
+// value at a hidden key would reach its row as 0 · Inf).
+bool values_certainly_finite(const TensorView& x_kv, const Projections& p) {
+  const double bound =
+      static_cast<double>(x_kv.shape[2]) * detail::max_abs(x_kv) * detail::max_abs(p.wv) +
+      (detail::given(p.bv) ? detail::max_abs(p.bv) : 0.0);
+  return bound < 0.5 * FLT_MAX;
+}
+
+// A call without keys: every row sees no key, so its attention is zeros and out is b_o.
+void write_rows_without_keys(const TensorView& out, const TensorView& out_bias) {
+  if (!detail::given(out_bias)) {
+    detail::fill(out, 0.0f);
+    return;
+  }
+  const auto* bias = static_cast<const float*>(out_bias.data);
+  for (int64_t b = 0; b < out.shape[0]; ++b) {
+    for (int64_t i = 0; i < out.shape[1]; ++i) {
+      float* row = static_cast<float*>(out.data) + b * out.strides[0] + i * out.strides[1];
+      for (int64_t e = 0; e < out.shape[2]; ++e) {
+        row[e * out.strides[2]] = bias[e * out_bias.strides[0]];
+      }
+    }
+  }
+}
+
+// The attention weights per head into `weights` [B, H, Sq, Sk] from the call's logsumexp.
+Status attention_weights(const TensorView& x_q, const TensorView& x_kv, const Projections& p,
+                         const MhaShape& s, float scale, const MaskOptions& mask,
+                         const TensorView& lse, const TensorView& weights) {
+  detail::Scratch q_storage, k_storage;
+  const TensorView q = detail::dense_output(q_storage, s.B, s.Sq, s.E);
+  const TensorView k = detail::dense_output(k_storage, s.B, s.Sk, s.kv_width());
+  ATTENTION_RETURN_IF_ERROR(detail::run_linear(x_q, p.wq, p.bq, q));
+  ATTENTION_RETURN_IF_ERROR(detail::run_linear(x_kv, p.wk, p.bk, k));
+  const TensorView k_heads = heads(k, 0, s.Hkv, s.D);
+  // The weights kernel reads no values: k stands in for v.
+  return detail::run_attention_weights(heads(q, 0, s.H, s.D), k_heads, k_heads, scale, {}, mask,
+                                       lse, weights);
 }
 
 }  // namespace
@@ -181,48 +224,33 @@ Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
   Projections p;
   ATTENTION_RETURN_IF_ERROR(check_mha_args(x_q, x_kv, weights, out, options, &s, &p));
   if (s.B == 0 || s.Sq == 0) return Status::ok_status();
+  if (s.Sk == 0) {
+    write_rows_without_keys(out, weights.out_proj_bias);
+    return Status::ok_status();
+  }
 
-  // Self-attention with packed weights: one product for Q, K and V together ([B, S, E + 2·Hkv·D],
-  // x read once); otherwise one per projection.
   const int64_t kv = s.kv_width();
-  detail::Scratch qkv_storage, k_storage, v_storage, concat_storage;
-  TensorView q_heads, k_heads, v_heads;
-  if (detail::given(weights.in_proj_weight) && same_view(x_q, x_kv)) {
-    const TensorView qkv = detail::dense_output(qkv_storage, s.B, s.Sq, s.E + 2 * kv);
-    ATTENTION_RETURN_IF_ERROR(
-        detail::run_linear(x_q, weights.in_proj_weight, weights.in_proj_bias, qkv));
-    q_heads = heads(qkv, 0, s.H, s.D);
-    k_heads = heads(qkv, s.E, s.Hkv, s.D);
-    v_heads = heads(qkv, s.E + kv, s.Hkv, s.D);
-  } else {
-    const TensorView q = detail::dense_output(qkv_storage, s.B, s.Sq, s.E);
-    const TensorView k = detail::dense_output(k_storage, s.B, s.Sk, kv);
-    const TensorView v = detail::dense_output(v_storage, s.B, s.Sk, kv);
-    ATTENTION_RETURN_IF_ERROR(detail::run_linear(x_q, p.wq, p.bq, q));
-    if (s.Sk > 0) {
-      ATTENTION_RETURN_IF_ERROR(detail::run_linear(x_kv, p.wk, p.bk, k));
-      ATTENTION_RETURN_IF_ERROR(detail::run_linear(x_kv, p.wv, p.bv, v));
-    }
-    q_heads = heads(q, 0, s.H, s.D);
-    k_heads = heads(k, 0, s.Hkv, s.D);
-    v_heads = heads(v, 0, s.Hkv, s.D);
-  }
-  const TensorView concat = detail::dense_output(concat_storage, s.B, s.Sq, s.E);
-
-  const bool want_weights = options.attention_weights.data != nullptr;
-  std::vector<float> lse_storage;
-  SdpaOptions sdpa;
-  sdpa.scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(s.D)));
-  sdpa.mask = options.mask;
-  if (want_weights) {
-    lse_storage.resize(static_cast<size_t>(s.B * s.H * s.Sq));
-    sdpa.logsumexp = TensorView::contiguous(lse_storage.data(), {s.B, s.H, s.Sq});
-  }
-  ATTENTION_RETURN_IF_ERROR(
-      scaled_dot_product_attention(q_heads, k_heads, v_heads, heads(concat, 0, s.H, s.D), sdpa));
-  ATTENTION_RETURN_IF_ERROR(
-      detail::run_linear(concat, weights.out_proj_weight, weights.out_proj_bias, out));
-  if (!want_weights || s.Sk == 0) return Status::ok_status();
+  std::vector<float> bias_storage[4];
+  std::vector<float> lse_storage(static_cast<size_t>(s.B * s.H * s.Sq));
+  const TensorView lse = TensorView::contiguous(lse_storage.data(), {s.B, s.H, s.Sq});
+  const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(s.D)));
+  detail::MaskArgs mask(options.mask, s.B, s.H, s.Sq, s.Sk);
+  const bool values_finite = options.mask.empty() || values_certainly_finite(x_kv, p);
+  detail::HalideView hx_q(x_q), hx_kv(x_kv), hw_q(p.wq), hw_k(p.wk), hw_v(p.wv),
+      hw_o(weights.out_proj_weight), hb_q(detail::dense_bias(p.bq, s.E, bias_storage[0])),
+      hb_k(detail::dense_bias(p.bk, kv, bias_storage[1])),
+      hb_v(detail::dense_bias(p.bv, kv, bias_storage[2])),
+      hb_o(detail::dense_bias(weights.out_proj_bias, s.E, bias_storage[3])), hout(out), hlse(lse);
+  // Calls without masks take the variant without masking code (same arguments, masks ignored).
+  const bool masked = !options.mask.empty();
+  ATTENTION_RETURN_IF_ERROR(detail::run_kernel(
+      masked ? "mha_f32_masked" : "mha_f32", masked ? mha_f32_masked : mha_f32, hx_q.get(),
+      hx_kv.get(), hw_q.get(), hb_q.get(), hw_k.get(), hb_k.get(), hw_v.get(), hb_v.get(),
+      hw_o.get(), hb_o.get(), static_cast<int32_t>(s.H), static_cast<int32_t>(s.Hkv), scale,
+      mask.key_lengths(), mask.query_lengths(), mask.diag_offset, mask.band_back, mask.band_forward,
+      mask.has_bias, mask.bool_mask(), mask.additive_mask(), mask.alibi_slopes(), mask.softcap,
+      values_finite, detail::prefill_key_split(s.Sk), hout.get(), hlse.get()));
+  if (!detail::given(options.attention_weights)) return Status::ok_status();
 
   // Per head into the caller's view, or into scratch that is then averaged over heads.
   const TensorView& requested = options.attention_weights;
@@ -232,8 +260,7 @@ Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
     per_head_storage.resize(static_cast<size_t>(s.B * s.H * s.Sq * s.Sk));
     per_head = TensorView::contiguous(per_head_storage.data(), {s.B, s.H, s.Sq, s.Sk});
   }
-  ATTENTION_RETURN_IF_ERROR(detail::run_attention_weights(
-      q_heads, k_heads, v_heads, *sdpa.scale, {}, options.mask, sdpa.logsumexp, per_head));
+  ATTENTION_RETURN_IF_ERROR(attention_weights(x_q, x_kv, p, s, scale, options.mask, lse, per_head));
   if (requested.rank == 3) detail::average_heads(per_head, requested);
   return Status::ok_status();
 }

@@ -52,6 +52,18 @@ bool run_finite(const float* x, int64_t n) {
   return bad == 0;
 }
 
+// The largest |x| of a contiguous run as bits (|x| orders like its bits; NaN and Inf have the
+// largest), branch-free for the same reason as run_finite.
+uint32_t run_max_abs_bits(const float* x, int64_t n) {
+  uint32_t largest = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    uint32_t bits;
+    std::memcpy(&bits, x + e, sizeof bits);
+    largest = std::max(largest, bits & 0x7fffffffu);
+  }
+  return largest;
+}
+
 }  // namespace
 
 void fill(const TensorView& t, float value) {
@@ -69,6 +81,23 @@ bool all_finite(const TensorView& t) {
     }
     return true;
   });
+}
+
+float max_abs(const TensorView& t) {
+  uint32_t largest = 0;
+  for_each_row(t, [&largest](const float* row, int64_t n, int64_t stride) {
+    if (stride == 1) {
+      largest = std::max(largest, run_max_abs_bits(row, n));
+    } else {
+      for (int64_t e = 0; e < n; ++e)
+        largest = std::max(largest, run_max_abs_bits(row + e * stride, 1));
+    }
+    return true;
+  });
+  if (largest >= 0x7f800000u) return std::numeric_limits<float>::infinity();
+  float value;
+  std::memcpy(&value, &largest, sizeof value);
+  return value;
 }
 
 void write_rows_without_keys(const TensorView& out, const TensorView& stats) {

@@ -15,6 +15,9 @@ void fill(const TensorView& t, float value);
 // is not.
 bool all_finite(const TensorView& t);
 
+// The largest |x| over a (validated, rank <= 4) fp32 view; +inf if any element is NaN or Inf.
+float max_abs(const TensorView& t);
+
 // The rule for a call without keys (Sk == 0): no row has any weight, so out is zeros and the
 // row statistics (logsumexp or alike; skipped when stats.data is null) are -inf.
 void write_rows_without_keys(const TensorView& out, const TensorView& stats);

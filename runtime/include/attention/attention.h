@@ -296,7 +296,8 @@ struct MhaOptions {
 //
 // Self-attention passes the same tensor as x_q and x_kv. Every weight shape is checked against E,
 // Ekv and the head counts. Masks, zero sizes and NaN rules are those of
-// scaled_dot_product_attention (a row that sees no key outputs b_o).
+// scaled_dot_product_attention (a row that sees no key outputs b_o). The whole block runs as one
+// generated kernel (mha_f32); asking for attention_weights adds a second kernel and two products.
 Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
                             const MhaWeights& weights, const TensorView& out,
                             const MhaOptions& options = {});
