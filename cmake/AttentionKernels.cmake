@@ -1,11 +1,14 @@
 # One line per generated kernel variant:
 #
-#   attention_kernel(<name> GENERATOR <registered generator> [PARAMS key=value ...] [TARGETS t1 t2 ...])
+#   attention_kernel(<name> GENERATOR <registered generator> [PARAMS key=value ...] [TARGETS t1 t2 ...]
+#                    [ASSEMBLY <variable>])
 #
-# builds the generator for every target in the list (default: ATTENTION_X86_TARGETS) into one static
-# library named <name> whose C function <name>(user_context, ...) dispatches on the CPU's features at
-# run time (Halide's multi-target), sharing one Halide runtime. The kernel is appended to the global ATTENTION_KERNELS list
-# that the runtime library links.
+# builds the generator for every target in the list (default: ATTENTION_TARGETS, the x86 or ARM list
+# of the architecture being built for) into one static library named <name> whose C function
+# <name>(user_context, ...) dispatches on the CPU's features at run time (Halide's multi-target),
+# sharing one Halide runtime. The kernel is appended to the global ATTENTION_KERNELS list that the
+# runtime library links. ASSEMBLY names a variable that receives the path of the kernel's assembly
+# listing (Halide's ASSEMBLY output, emitted by the same generator run).
 
 # Most capable first; the last entry is the baseline every x86-64 CPU since ~2008 runs. Never "host":
 # that would bake the build machine's features into the kernels.
@@ -14,6 +17,16 @@ set(ATTENTION_X86_TARGETS
     x86-64-linux-sse41-avx-f16c-fma-avx2
     x86-64-linux-sse41
     CACHE STRING "Halide targets of the x86 kernels, best first")
+# ARM: the NEON baseline. arm_dot_prod and arm_fp16 give the fp32 kernels nothing (Halide 21
+# emits the same code with them), so no variants.
+set(ATTENTION_ARM_TARGETS arm-64-linux CACHE STRING "Halide targets of the aarch64 kernels, best first")
+if (CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
+  set(ATTENTION_ARCH arm)
+  set(ATTENTION_TARGETS ${ATTENTION_ARM_TARGETS})
+else ()
+  set(ATTENTION_ARCH x86)
+  set(ATTENTION_TARGETS ${ATTENTION_X86_TARGETS})
+endif ()
 
 # Sanitizer builds: Halide instruments the generated kernels (asan), and the runtime must carry the
 # same feature, so it goes into every target string rather than into FEATURES.
@@ -21,21 +34,25 @@ set(ATTENTION_TARGET_SUFFIX "")
 if (ATTENTION_SANITIZE)
   set(ATTENTION_TARGET_SUFFIX "-asan")
 endif ()
-set(runtime_targets ${ATTENTION_X86_TARGETS})
+set(runtime_targets ${ATTENTION_TARGETS})
 list(TRANSFORM runtime_targets APPEND "${ATTENTION_TARGET_SUFFIX}")
 add_halide_runtime(attention_halide_runtime TARGETS ${runtime_targets})
 
-# attention_halide_library(<name> GENERATOR <g> [PARAMS ...] [TARGETS ...]): the library alone, not
-# linked into the runtime (test-only kernels use this directly).
+# attention_halide_library(<name> GENERATOR <g> [PARAMS ...] [TARGETS ...] [ASSEMBLY <var>]): the
+# library alone, not linked into the runtime (test-only kernels use this directly).
 function(attention_halide_library NAME)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "GENERATOR" "PARAMS;TARGETS")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "GENERATOR;ASSEMBLY" "PARAMS;TARGETS")
   if (NOT ARG_GENERATOR)
     message(FATAL_ERROR "attention_halide_library(${NAME}): GENERATOR is required")
   endif ()
   if (NOT ARG_TARGETS)
-    set(ARG_TARGETS ${ATTENTION_X86_TARGETS})
+    set(ARG_TARGETS ${ATTENTION_TARGETS})
   endif ()
   list(TRANSFORM ARG_TARGETS APPEND "${ATTENTION_TARGET_SUFFIX}")
+  set(extra_outputs "")
+  if (ARG_ASSEMBLY)
+    set(extra_outputs ASSEMBLY assembly_file)
+  endif ()
   # user_context: the runtime passes a per-call context so errors raised on Halide's worker threads
   # still reach the call's Status.
   add_halide_library(${NAME} FROM attention_generators
@@ -44,12 +61,20 @@ function(attention_halide_library NAME)
                      PARAMS ${ARG_PARAMS}
                      TARGETS ${ARG_TARGETS}
                      FEATURES user_context
-                     USE_RUNTIME attention_halide_runtime)
+                     USE_RUNTIME attention_halide_runtime
+                     ${extra_outputs})
+  if (ARG_ASSEMBLY)
+    set(${ARG_ASSEMBLY} ${assembly_file} PARENT_SCOPE)
+  endif ()
 endfunction()
 
 function(attention_kernel NAME)
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "ASSEMBLY" "")
   attention_halide_library(${NAME} ${ARGN})
   set_property(GLOBAL APPEND PROPERTY ATTENTION_KERNELS ${NAME})
+  if (ARG_ASSEMBLY)
+    set(${ARG_ASSEMBLY} ${${ARG_ASSEMBLY}} PARENT_SCOPE)
+  endif ()
 endfunction()
 
 # Options for the project's own code (never the generator tool): warnings, with ATTENTION_SANITIZE

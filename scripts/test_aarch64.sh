@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The aarch64 suite: cross-builds the runtime and the tests for 64-bit ARM Linux
+# (cmake/toolchain-aarch64.cmake), with kernels that the host build's generators emit for
+# arm-64-linux, and runs them under qemu-aarch64 on one thread (HL_NUM_THREADS=1) with a smaller
+# random sweep (ATTENTION_FUZZ_CASES=1000), plus the NEON check of the prefill kernel's assembly.
+# Usage: scripts/test_aarch64.sh [ctest arguments]
+# Environment: HOST_BUILD_DIR (the x86 build whose generators run; default build), BUILD_DIR
+# (default build-aarch64).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+host_build=${HOST_BUILD_DIR:-$root/build}
+build_dir=${BUILD_DIR:-$root/build-aarch64}
+"$root/scripts/install_deps.sh"
+venv_bin="$root/.venv/bin"
+werror=OFF
+[[ ${CI:-} == true ]] && werror=ON
+# The generators run on this machine: build them (only them) in the host build.
+if [[ ! -f $host_build/CMakeCache.txt ]]; then
+  "$venv_bin/cmake" -S "$root" -B "$host_build" -G Ninja -DCMAKE_MAKE_PROGRAM="$venv_bin/ninja" \
+    -DATTENTION_WERROR=$werror
+fi
+"$venv_bin/cmake" --build "$host_build" --target attention_generators
+"$venv_bin/cmake" -S "$root" -B "$build_dir" -G Ninja -DCMAKE_MAKE_PROGRAM="$venv_bin/ninja" \
+  -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchain-aarch64.cmake" -DATTENTION_WERROR=$werror \
+  "-Dattention_kernels-halide_generators_ROOT=$host_build"
+"$venv_bin/cmake" --build "$build_dir"
+"$venv_bin/ctest" --test-dir "$build_dir" --output-on-failure -j "$(nproc)" "$@"
