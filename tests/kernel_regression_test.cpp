@@ -94,7 +94,7 @@ void expect_matches_reference(const RegressionCase& c, RegressionKernel kernel, 
   std::mt19937_64 rng(seed);
   fill_grid(t.q, rng);
   fill_grid(t.k, rng);
-  t.v.fill_uniform(rng, -1.0f, 1.0f);
+  t.v.fill_values(rng);
   run_and_compare(t, kernel, bandwidth);
 }
 

@@ -48,24 +48,15 @@ float exact_scale(std::mt19937_64& rng) {
   return scales[uniform(rng, 0, 4)];
 }
 
-// v of both signs, but with a positive mean (in [-a/2, 3a/2]): every output is a weighted mean of
-// v, so zero-mean values let a row with few keys and features cancel to ~1e-7·a, where the relative
-// L2 rule measures fp32 summation noise instead of the kernel (a case with Sq = Dv = 1 failed so,
-// at an absolute error of 6e-12). The offset keeps outputs near a/2 without weakening the check: a
-// lost or doubled key still moves an output by ~a/Sk.
-void fill_values(std::mt19937_64& rng, Tensor& v, float a) {
-  v.fill_uniform(rng, -0.5f * a, 1.5f * a);
-}
-
 void fill_inputs(Values values, std::mt19937_64& rng, Tensor& q, Tensor& k, Tensor& v) {
   switch (values) {
     case Values::kUnit:
       for (Tensor* t : {&q, &k}) t->fill_uniform(rng, -1.0f, 1.0f);
-      fill_values(rng, v, 1.0f);
+      v.fill_values(rng);
       return;
     case Values::kTiny:
       for (Tensor* t : {&q, &k}) t->fill_uniform(rng, -1e-3f, 1e-3f);
-      fill_values(rng, v, 1e-3f);
+      v.fill_values(rng, 1e-3f);
       return;
     case Values::kExactLarge: {
       // Half of the query rows copy a key of their kv head, so their top logit is |k_j|²·scale:
@@ -83,7 +74,7 @@ void fill_inputs(Values values, std::mt19937_64& rng, Tensor& q, Tensor& k, Tens
         if (key < 0) return float(small_int(rng));
         return keys[((at[0] * ks[1] + at[1] / group) * ks[2] + key) * ks[3] + at[3]];
       });
-      fill_values(rng, v, 1.0f);
+      v.fill_values(rng);
       return;
     }
   }

@@ -123,6 +123,8 @@ void Tensor::fill_uniform(std::mt19937_64& rng, float low, float high) {
   fill([&](const Index&) { return distribution(rng); });
 }
 
+void Tensor::fill_values(std::mt19937_64& rng, float a) { fill_uniform(rng, -0.5f * a, 1.5f * a); }
+
 void Tensor::fill_storage(float value) { std::fill(storage_.begin(), storage_.end(), value); }
 
 void Tensor::poison() { fill_storage(kNaN); }

@@ -58,6 +58,12 @@ class Tensor {
   // Sets every element of the view, visited in row-major order (so a seed reproduces the values).
   void fill(const std::function<float(const Index&)>& value_at);
   void fill_uniform(std::mt19937_64& rng, float low, float high);
+  // Values (v) of both signs with a positive mean, uniform in [-a/2, 3a/2]. Every output is a
+  // weighted mean of v, so zero-mean values let a row averaging many keys into few features cancel
+  // to ~1e-7·a, where the relative L2 rule measures fp32 summation noise instead of the kernel (a
+  // fuzz case with Sq = Dv = 1 failed so at an absolute error of 6e-12, and a Nadaraya–Watson row
+  // averaging all 100 keys at 2e-9). A lost or doubled key still moves an output by ~a/Sk.
+  void fill_values(std::mt19937_64& rng, float a = 1.0f);
   // Sets the whole backing storage, padding and guard included.
   void fill_storage(float value);
   void poison();  // fill_storage(quiet NaN)
