@@ -24,6 +24,7 @@
 #include "algorithm/sdpa.h"
 #include "generator_inputs.h"
 #include "schedule/cpu.h"
+#include "schedule/cuda.h"
 #include "schedule/linear_cpu.h"
 
 namespace {
@@ -78,12 +79,18 @@ class MhaGenerator : public Generator<MhaGenerator> {
     v_heads(c, j, h, b) =
         select(c < D, v_proj_.y(h * D + clamp(c, 0, D - 1), clamp(j, 0, Sk - 1), b), 0.0f);
 
-    const CpuTiling t = cpu_tiling(get_target(), /*wide_queries=*/true);
     SdpaInputs in;
     if (masked) {
       mask_ = mask_args_.masks();
-      mask_.query_group = t.query_tile;
-      mask_.key_block = t.mask_key_block;
+      if (get_target().has_gpu_feature()) {
+        const GpuTiling t = gpu_tiling(/*wide_queries=*/true);
+        mask_.query_group = t.query_tile;
+        mask_.key_block = t.key_block;
+      } else {
+        const CpuTiling t = cpu_tiling(get_target(), /*wide_queries=*/true);
+        mask_.query_group = t.query_tile;
+        mask_.key_block = t.mask_key_block;
+      }
       in.mask = &mask_;
       in.values_finite = mask_args_.values_finite();
     }
@@ -118,13 +125,24 @@ class MhaGenerator : public Generator<MhaGenerator> {
   void schedule() {
     if (using_autoscheduler()) return;
     const Target target = get_target();
+    const AttentionVars& x = attention_.vars;
+    if (target.has_gpu_feature()) {
+      // GPU: each projection and the attention a kernel of their own (schedule/cuda.h).
+      for (LinearFuncs* proj : {&q_proj_, &k_proj_, &v_proj_}) {
+        proj->y.compute_root();
+        schedule_linear_gpu(*proj);
+      }
+      attention_.out.compute_root().reorder_storage(x.c, x.h, x.i, x.b);
+      schedule_sdpa_gpu(attention_, target, /*wide_queries=*/true);
+      schedule_linear_gpu(out_proj_);
+      return;
+    }
     const std::pair<LinearFuncs*, const Input<Buffer<float, 2>>*> projections[] = {
         {&q_proj_, &w_q}, {&k_proj_, &w_k}, {&v_proj_, &w_v}};
     for (const auto& [proj, weight] : projections) {
       proj->y.compute_root();
       schedule_linear_cpu(*proj, target, (*weight).dim(1).stride() == 1);
     }
-    const AttentionVars& x = attention_.vars;
     attention_.out.compute_root().reorder_storage(x.c, x.h, x.i, x.b);
     schedule_sdpa_cpu(attention_, target, /*wide_queries=*/true);
     schedule_linear_cpu(out_proj_, target, w_o.dim(1).stride() == 1);

@@ -7,6 +7,7 @@
 #include "algorithm/sdpa.h"
 #include "generator_inputs.h"
 #include "schedule/cpu.h"
+#include "schedule/cuda.h"
 
 namespace {
 
@@ -93,10 +94,11 @@ class SdpaGeneratorBase : public Generator<Self> {
     SdpaInputs in;
     in.q = clamp_positions(q);
     in.k = clamp_positions(k);
-    // Prefill stages v per head, padded with zero features so P·V blocks never need a tail; decode
-    // reads v once and in place. Bounds inference ignores the predicates that keep reductions
-    // inside [0, Sk) (the last split, masked key ranges), so positions are clamped.
-    if (prefill()) {
+    // Prefill stages v per head, padded with zero features so P·V blocks never need a tail (GPU:
+    // blocks of whole thread tiles); CPU decode reads v once and in place. Bounds inference ignores
+    // the predicates that keep reductions inside [0, Sk) (the last split, masked key ranges), so
+    // positions are clamped.
+    if (prefill() || gpu()) {
       Func padded = zero_pad_features(v);
       Var c, j, h, b;
       in.v = Func("v_padded_clamped");
@@ -112,7 +114,11 @@ class SdpaGeneratorBase : public Generator<Self> {
     in.heads_per_kv = q.dim(2).extent() / k.dim(2).extent();
     in.mask = mask;
     in.values_finite = values_finite;
-    if (mask) {
+    if (mask && gpu()) {
+      const GpuTiling t = gpu_tiling(prefill());
+      mask->query_group = t.query_tile;
+      mask->key_block = t.key_block;
+    } else if (mask) {
       const CpuTiling t = cpu_tiling(tiling_target(), prefill());
       mask->query_group = t.query_tile;
       mask->key_block = t.mask_key_block;
@@ -121,9 +127,16 @@ class SdpaGeneratorBase : public Generator<Self> {
     funcs_ = scaled_dot_product(in);
   }
 
+  // CUDA or OpenCL: the GPU schedule (schedule/cuda.h); otherwise the CPU one.
+  bool gpu() const { return this->get_target().has_gpu_feature(); }
+
   void schedule_cpu() {
     if (this->using_autoscheduler()) return;
-    schedule_sdpa_cpu(funcs_, tiling_target(), prefill());
+    if (gpu()) {
+      schedule_sdpa_gpu(funcs_, this->get_target(), prefill());
+    } else {
+      schedule_sdpa_cpu(funcs_, tiling_target(), prefill());
+    }
   }
 
  private:

@@ -62,6 +62,7 @@ struct SdpaFuncs {
   AttentionVars vars;
   Halide::Expr head_dim;   // D: schedules may specialize the Q·Kᵀ reduction on it
   Halide::Expr value_dim;  // Dv: schedules specialize their value-feature blocking on it
+  Halide::Func keys;       // in.k, so a schedule can stage it
   Halide::Func values;     // in.v, so a schedule can stage (pack) it
   Halide::RDom r_d;        // over D
   Halide::RDom r_j;        // over Sk (masked: rounded up to whole key blocks, visible ones only)
@@ -203,6 +204,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
 
   f.head_dim = in.head_dim;
   f.value_dim = in.value_dim;
+  f.keys = in.k;
   f.values = in.v;
   f.masked = in.mask != nullptr;
   f.hides_keys = f.masked || in.hides_keys;
