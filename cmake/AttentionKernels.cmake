@@ -28,6 +28,21 @@ else ()
   set(ATTENTION_TARGETS ${ATTENTION_X86_TARGETS})
 endif ()
 
+# GPU kernels (generators/schedule/cuda.h), in x86 builds: CUDA for compute capability 8.0 and newer
+# (Hopper runs the sm_80 PTX through the driver's JIT: Halide 21 knows no cuda_capability_90), and
+# OpenCL, which CI runs on PoCL. Their host code is the SSE4.1 baseline. Halide emits the device
+# code itself: building needs no CUDA toolkit or OpenCL SDK, and the runtime loads libcuda.so.1 or
+# libOpenCL.so.1 only when a call asks for that backend.
+set(ATTENTION_CUDA_TARGET x86-64-linux-sse41-cuda-cuda_capability_80
+    CACHE STRING "Halide target of the CUDA kernels")
+set(ATTENTION_OPENCL_TARGET x86-64-linux-sse41-opencl CACHE STRING "Halide target of the OpenCL kernels")
+# Not in sanitizer builds: Halide's asan feature is for CPU code, and the OpenCL/CUDA drivers are
+# not instrumented; the regular build runs the GPU suites.
+set(ATTENTION_GPU ON)
+if (NOT ATTENTION_ARCH STREQUAL "x86" OR ATTENTION_SANITIZE)
+  set(ATTENTION_GPU OFF)
+endif ()
+
 # Sanitizer builds: Halide instruments the generated kernels (asan), and the runtime must carry the
 # same feature, so it goes into every target string rather than into FEATURES.
 set(ATTENTION_TARGET_SUFFIX "")
@@ -35,6 +50,10 @@ if (ATTENTION_SANITIZE)
   set(ATTENTION_TARGET_SUFFIX "-asan")
 endif ()
 set(runtime_targets ${ATTENTION_TARGETS})
+if (ATTENTION_GPU)
+  # One runtime for every kernel: the CPU targets' common ISA plus the CUDA and OpenCL modules.
+  list(APPEND runtime_targets ${ATTENTION_CUDA_TARGET} ${ATTENTION_OPENCL_TARGET})
+endif ()
 list(TRANSFORM runtime_targets APPEND "${ATTENTION_TARGET_SUFFIX}")
 add_halide_runtime(attention_halide_runtime TARGETS ${runtime_targets})
 
@@ -66,6 +85,16 @@ function(attention_halide_library NAME)
   if (ARG_ASSEMBLY)
     set(${ARG_ASSEMBLY} ${assembly_file} PARENT_SCOPE)
   endif ()
+endfunction()
+
+# attention_gpu_kernel(<name> GENERATOR <g> [PARAMS ...]): <name>_cuda and <name>_opencl, the
+# generator's GPU schedule for each backend (x86 builds only).
+function(attention_gpu_kernel NAME)
+  if (NOT ATTENTION_GPU)
+    return()
+  endif ()
+  attention_kernel(${NAME}_cuda ${ARGN} TARGETS ${ATTENTION_CUDA_TARGET})
+  attention_kernel(${NAME}_opencl ${ARGN} TARGETS ${ATTENTION_OPENCL_TARGET})
 endfunction()
 
 function(attention_kernel NAME)

@@ -6,7 +6,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 debian_packages=(g++ make pkg-config python3 python3-venv libgtest-dev libbenchmark-dev libopenblas-dev
                  clang libclang-rt-14-dev gnuplot-nox libpng-dev
-                 g++-aarch64-linux-gnu qemu-user)
+                 g++-aarch64-linux-gnu qemu-user pocl-opencl-icd ocl-icd-libopencl1)
 missing=()
 for pkg in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

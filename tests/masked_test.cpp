@@ -189,6 +189,7 @@ TEST(MaskedSdpa, FullyMaskedRowsOutputZeros) {
     m.key_lengths =
         attention::TensorView::contiguous(key_lengths.data(), attention::DType::Int32, {c.B});
     run_and_compare(c, t.q.view(), t.k.view(), t.v.view(), t.out, t.lse, m);
+    if (::testing::Test::IsSkipped()) return;  // a GPU backend this machine cannot run
     const std::vector<float> out = t.out.to_dense(), lse = t.lse.to_dense();
     for (int64_t b = 0; b < c.B; ++b)
       for (int64_t h = 0; h < c.H; ++h)
@@ -304,6 +305,7 @@ TEST(MaskedSdpa, NaNAtHiddenKeysDoesNotLeak) {
     m.bool_mask = attention::TensorView::contiguous(allowed.data(), attention::DType::Bool,
                                                     {1, 1, c.Sq, c.Sk});
     run_and_compare(c, t.q.view(), t.k.view(), t.v.view(), t.out, t.lse, m);
+    if (::testing::Test::IsSkipped()) return;  // a GPU backend this machine cannot run
     for (float x : t.out.to_dense()) ASSERT_FALSE(std::isnan(x));
   }
 }

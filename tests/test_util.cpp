@@ -323,12 +323,30 @@ SdpaTensors::SdpaTensors(const SdpaCase& c, uint64_t input_seed) : SdpaTensors(c
   for (Tensor* input : {&q, &k, &v}) input->fill_uniform(rng, -1.0f, 1.0f);
 }
 
+attention::Backend test_backend() {
+  const char* name = std::getenv("ATTENTION_TEST_BACKEND");
+  if (name == nullptr || std::string(name) == "cpu") return attention::Backend::Auto;
+  if (std::string(name) == "opencl") return attention::Backend::OpenCL;
+  if (std::string(name) == "cuda") return attention::Backend::CUDA;
+  ADD_FAILURE() << "ATTENTION_TEST_BACKEND=" << name << ": expected cpu, opencl or cuda";
+  return attention::Backend::Auto;
+}
+
+bool skip_unless_backend_available() {
+  const attention::Status available = attention::backend_available(test_backend());
+  if (available.ok()) return false;
+  [&] { GTEST_SKIP() << available.message(); }();  // marks the test skipped; the caller returns
+  return true;
+}
+
 void run_and_compare(const SdpaCase& c, const attention::TensorView& q,
                      const attention::TensorView& k, const attention::TensorView& v, Tensor& out,
                      Tensor& lse, const attention::MaskOptions& mask) {
+  if (skip_unless_backend_available()) return;
   out.poison();
   lse.poison();
   attention::SdpaOptions options;
+  options.backend = test_backend();
   options.scale = c.scale;
   options.mask = mask;
   if (c.logsumexp) options.logsumexp = lse.view();

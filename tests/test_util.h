@@ -88,6 +88,13 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
 attention::TensorView with_one_head(const attention::TensorView& t);
 
 // ATTENTION_TEST_SEED if set, else a fresh std::random_device value; printed on first use.
+// The backend the SDPA tests run on: ATTENTION_TEST_BACKEND = cpu (the default, Backend::Auto),
+// opencl or cuda. CTest registers the SDPA suites once more for each GPU backend
+// (tests/CMakeLists).
+attention::Backend test_backend();
+// Skips the current test (with the reason) when test_backend() cannot run here; true if skipped.
+bool skip_unless_backend_available();
+
 uint64_t base_seed();
 // The base seed mixed with the running test's full name: distinct per test, reproducible by name.
 uint64_t seed_for_current_test();

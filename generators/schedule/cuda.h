@@ -18,10 +18,10 @@
 namespace attention_gen {
 
 struct GpuTiling {
-  int query_tile;      // queries per block
-  int key_threads;     // Q·Kᵀ threads along the keys (× query_tile threads in all)
-  int feature_threads; // P·V and combine threads along the value features
-  int key_block;       // masked: keys per skipped-or-kept block (MaskInputs::key_block)
+  int query_tile;       // queries per block
+  int key_threads;      // Q·Kᵀ threads along the keys (× query_tile threads in all)
+  int feature_threads;  // P·V and combine threads along the value features
+  int key_block;        // masked: keys per skipped-or-kept block (MaskInputs::key_block)
 };
 
 inline GpuTiling gpu_tiling(bool wide_queries) {
@@ -113,8 +113,12 @@ inline void schedule_sdpa_gpu(SdpaFuncs& f, const Halide::Target& target, bool w
   for (Func stat : {f.lse_max, f.weight_total}) {
     stat.compute_root();
     row_blocks(stat, false);
-    stat.update().split(x.i, tile, i_in, t.query_tile, guard).fuse(x.h, x.b, hb)
-        .reorder(i_in, tile, hb).gpu_blocks(tile, hb).gpu_threads(i_in);
+    stat.update()
+        .split(x.i, tile, i_in, t.query_tile, guard)
+        .fuse(x.h, x.b, hb)
+        .reorder(i_in, tile, hb)
+        .gpu_blocks(tile, hb)
+        .gpu_threads(i_in);
   }
   row_blocks(f.out, true);
   row_blocks(f.logsumexp, false);

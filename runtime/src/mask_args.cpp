@@ -73,10 +73,10 @@ Status check_lengths(const TensorView& lengths, const char* name, int64_t B, con
 
 // A [B|1, H|1, Sq, Sk] mask tensor of `dtype`, any strides.
 Status check_mask_tensor(const TensorView& t, const char* name, DType dtype, int64_t B, int64_t H,
-                         int64_t Sq, int64_t Sk) {
+                         int64_t Sq, int64_t Sk, Device device) {
   if (t.data == nullptr && t.rank == 0) return Status::ok_status();
   ATTENTION_RETURN_IF_ERROR(
-      check_view(t, name, 4, "[B|1, H|1, Sq, Sk]", dtype, /*any_strides=*/true));
+      check_view(t, name, 4, "[B|1, H|1, Sq, Sk]", dtype, /*any_strides=*/true, device));
   const bool ok = (t.shape[0] == B || t.shape[0] == 1) && (t.shape[1] == H || t.shape[1] == 1) &&
                   t.shape[2] == Sq && t.shape[3] == Sk;
   if (ok) return Status::ok_status();
@@ -88,7 +88,8 @@ Status check_mask_tensor(const TensorView& t, const char* name, DType dtype, int
 
 }  // namespace
 
-Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_t Sk) {
+Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_t Sk,
+                  Device device) {
   if (m.causal != Causal::None && m.causal != Causal::TopLeft && m.causal != Causal::BottomRight) {
     return Status::invalid("mask.causal: not a Causal value (None, TopLeft or BottomRight)");
   }
@@ -114,9 +115,9 @@ Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_
   ATTENTION_RETURN_IF_ERROR(check_lengths(m.key_lengths, "mask.key_lengths", B, "Sk", Sk));
   ATTENTION_RETURN_IF_ERROR(check_lengths(m.query_lengths, "mask.query_lengths", B, "Sq", Sq));
   ATTENTION_RETURN_IF_ERROR(
-      check_mask_tensor(m.bool_mask, "mask.bool_mask", DType::Bool, B, H, Sq, Sk));
-  ATTENTION_RETURN_IF_ERROR(
-      check_mask_tensor(m.additive_mask, "mask.additive_mask", DType::Float32, B, H, Sq, Sk));
+      check_mask_tensor(m.bool_mask, "mask.bool_mask", DType::Bool, B, H, Sq, Sk, device));
+  ATTENTION_RETURN_IF_ERROR(check_mask_tensor(m.additive_mask, "mask.additive_mask", DType::Float32,
+                                              B, H, Sq, Sk, device));
   if (given(m.alibi_slopes)) {
     if (!m.alibi) return Status::invalid("mask.alibi_slopes: given but mask.alibi is false");
     ATTENTION_RETURN_IF_ERROR(check_view(m.alibi_slopes, "mask.alibi_slopes", 1, "[H]"));

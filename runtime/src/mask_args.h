@@ -12,8 +12,10 @@
 namespace attention::detail {
 
 // Every field of `m` against a call of B batches, H query heads, Sq queries and Sk keys; the error
-// names the field (mask.key_lengths[1] = 9 is outside [0, Sk=8]).
-Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_t Sk);
+// names the field (mask.key_lengths[1] = 9 is outside [0, Sk=8]). The mask tensors must be on
+// `device` (the call's); lengths and slopes are read here, so they are host tensors in every call.
+Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_t Sk,
+                  Device device = Device::CPU);
 
 // Appends the mask's input views (for the checks that outputs overlap no input).
 void append_mask_views(const MaskOptions& m, std::vector<NamedView>& views);
@@ -31,6 +33,9 @@ class MaskArgs {
   halide_buffer_t* bool_mask() { return bool_mask_view_.get(); }
   halide_buffer_t* additive_mask() { return additive_mask_view_.get(); }
   halide_buffer_t* alibi_slopes() { return slopes_view_.get(); }
+  // The two mask tensors as given (device memory in a CUDA call), or the neutral host ones.
+  HalideView& bool_mask_view() { return bool_mask_view_; }
+  HalideView& additive_mask_view() { return additive_mask_view_; }
 
   int32_t diag_offset;
   int32_t band_back;

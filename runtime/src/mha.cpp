@@ -9,12 +9,19 @@
 
 #include "attention/attention.h"
 #include "attention_weights.h"
+#include "gpu.h"
 #include "halide_view.h"
 #include "kernel_choice.h"
 #include "linear.h"
 #include "mask_args.h"
 #include "mha_f32.h"
 #include "mha_f32_masked.h"
+#if ATTENTION_GPU
+#include "mha_f32_cuda.h"
+#include "mha_f32_masked_cuda.h"
+#include "mha_f32_masked_opencl.h"
+#include "mha_f32_opencl.h"
+#endif
 #include "tensor_util.h"
 #include "validate.h"
 
@@ -40,21 +47,23 @@ TensorView rows(const TensorView& t, int64_t begin, int64_t count) {
 }
 
 Status check_matrix(const TensorView& w, const char* name, const char* layout, int64_t rows_,
-                    const char* rows_name, int64_t cols, const char* cols_name) {
+                    const char* rows_name, int64_t cols, const char* cols_name, Device device) {
   ATTENTION_RETURN_IF_ERROR(
-      detail::check_view(w, name, 2, layout, DType::Float32, /*any_strides=*/true));
+      detail::check_view(w, name, 2, layout, DType::Float32, /*any_strides=*/true, device));
   return detail::check_shape(w, name, {{rows_name, rows_}, {cols_name, cols}});
 }
 
-Status check_bias(const TensorView& b, const char* name, int64_t n, const char* n_name) {
+Status check_bias(const TensorView& b, const char* name, int64_t n, const char* n_name,
+                  Device device) {
   if (!detail::given(b)) return Status::ok_status();
-  ATTENTION_RETURN_IF_ERROR(
-      detail::check_view(b, name, 1, "[N]", DType::Float32, /*any_strides=*/true));
+  // The GPU kernels read CUDA biases in place: contiguous (host ones are made dense first).
+  ATTENTION_RETURN_IF_ERROR(detail::check_view(b, name, 1, "[N]", DType::Float32,
+                                               /*any_strides=*/device == Device::CPU, device));
   return detail::check_shape(b, name, {{n_name, n}});
 }
 
 // The packed or separate projection weights, checked against the shape.
-Status resolve_projections(const MhaWeights& w, const MhaShape& s, Projections* p) {
+Status resolve_projections(const MhaWeights& w, const MhaShape& s, Device device, Projections* p) {
   const bool packed = detail::given(w.in_proj_weight) || detail::given(w.in_proj_bias);
   const bool separate = detail::given(w.q_proj_weight) || detail::given(w.k_proj_weight) ||
                         detail::given(w.v_proj_weight) || detail::given(w.q_bias) ||
@@ -73,9 +82,9 @@ Status resolve_projections(const MhaWeights& w, const MhaShape& s, Projections* 
     }
     ATTENTION_RETURN_IF_ERROR(check_matrix(w.in_proj_weight, "weights.in_proj_weight",
                                            "[E + 2·Hkv·D, E]", s.E + 2 * kv, "E + 2·Hkv·D", s.E,
-                                           "E"));
+                                           "E", device));
     ATTENTION_RETURN_IF_ERROR(
-        check_bias(w.in_proj_bias, "weights.in_proj_bias", s.E + 2 * kv, "E + 2·Hkv·D"));
+        check_bias(w.in_proj_bias, "weights.in_proj_bias", s.E + 2 * kv, "E + 2·Hkv·D", device));
     p->wq = rows(w.in_proj_weight, 0, s.E);
     p->wk = rows(w.in_proj_weight, s.E, kv);
     p->wv = rows(w.in_proj_weight, s.E + kv, kv);
@@ -90,23 +99,26 @@ Status resolve_projections(const MhaWeights& w, const MhaShape& s, Projections* 
     return Status::invalid("weights: no projection weights (in_proj_weight, or q/k/v_proj_weight)");
   }
   ATTENTION_RETURN_IF_ERROR(
-      check_matrix(w.q_proj_weight, "weights.q_proj_weight", "[E, E]", s.E, "E", s.E, "E"));
+      check_matrix(w.q_proj_weight, "weights.q_proj_weight", "[E, E]", s.E, "E", s.E, "E", device));
   ATTENTION_RETURN_IF_ERROR(check_matrix(w.k_proj_weight, "weights.k_proj_weight", "[Hkv·D, Ekv]",
-                                         kv, "Hkv·D", s.Ekv, "Ekv"));
+                                         kv, "Hkv·D", s.Ekv, "Ekv", device));
   ATTENTION_RETURN_IF_ERROR(check_matrix(w.v_proj_weight, "weights.v_proj_weight", "[Hkv·D, Ekv]",
-                                         kv, "Hkv·D", s.Ekv, "Ekv"));
-  ATTENTION_RETURN_IF_ERROR(check_bias(w.q_bias, "weights.q_bias", s.E, "E"));
-  ATTENTION_RETURN_IF_ERROR(check_bias(w.k_bias, "weights.k_bias", kv, "Hkv·D"));
-  ATTENTION_RETURN_IF_ERROR(check_bias(w.v_bias, "weights.v_bias", kv, "Hkv·D"));
+                                         kv, "Hkv·D", s.Ekv, "Ekv", device));
+  ATTENTION_RETURN_IF_ERROR(check_bias(w.q_bias, "weights.q_bias", s.E, "E", device));
+  ATTENTION_RETURN_IF_ERROR(check_bias(w.k_bias, "weights.k_bias", kv, "Hkv·D", device));
+  ATTENTION_RETURN_IF_ERROR(check_bias(w.v_bias, "weights.v_bias", kv, "Hkv·D", device));
   *p = {w.q_proj_weight, w.k_proj_weight, w.v_proj_weight, w.q_bias, w.k_bias, w.v_bias};
   return Status::ok_status();
 }
 
 Status check_mha_args(const TensorView& x_q, const TensorView& x_kv, const MhaWeights& w,
-                      const TensorView& out, const MhaOptions& o, MhaShape* shape, Projections* p) {
-  ATTENTION_RETURN_IF_ERROR(detail::check_view(x_q, "x_q", 3, "[B, Sq, E]"));
-  ATTENTION_RETURN_IF_ERROR(detail::check_view(x_kv, "x_kv", 3, "[B, Sk, Ekv]"));
-  ATTENTION_RETURN_IF_ERROR(detail::check_view(out, "out", 3, "[B, Sq, E]"));
+                      const TensorView& out, const MhaOptions& o, Device device, MhaShape* shape,
+                      Projections* p) {
+  const DType f32 = DType::Float32;
+  ATTENTION_RETURN_IF_ERROR(detail::check_view(x_q, "x_q", 3, "[B, Sq, E]", f32, false, device));
+  ATTENTION_RETURN_IF_ERROR(
+      detail::check_view(x_kv, "x_kv", 3, "[B, Sk, Ekv]", f32, false, device));
+  ATTENTION_RETURN_IF_ERROR(detail::check_view(out, "out", 3, "[B, Sq, E]", f32, false, device));
   MhaShape s{x_q.shape[0], x_q.shape[1], x_kv.shape[1], x_q.shape[2], x_kv.shape[2], 0, 0, 0};
   ATTENTION_RETURN_IF_ERROR(
       detail::check_shape(x_kv, "x_kv", {{"B", s.B}, {"Sk", -1}, {"Ekv", -1}}));
@@ -130,11 +142,11 @@ Status check_mha_args(const TensorView& x_q, const TensorView& x_kv, const MhaWe
   if (o.scale && !std::isfinite(*o.scale)) {
     return Status::invalid("options.scale: must be finite, got " + std::to_string(*o.scale));
   }
-  ATTENTION_RETURN_IF_ERROR(resolve_projections(w, s, p));
-  ATTENTION_RETURN_IF_ERROR(
-      check_matrix(w.out_proj_weight, "weights.out_proj_weight", "[E, E]", s.E, "E", s.E, "E"));
-  ATTENTION_RETURN_IF_ERROR(check_bias(w.out_proj_bias, "weights.out_proj_bias", s.E, "E"));
-  ATTENTION_RETURN_IF_ERROR(detail::check_mask(o.mask, s.B, s.H, s.Sq, s.Sk));
+  ATTENTION_RETURN_IF_ERROR(resolve_projections(w, s, device, p));
+  ATTENTION_RETURN_IF_ERROR(check_matrix(w.out_proj_weight, "weights.out_proj_weight", "[E, E]",
+                                         s.E, "E", s.E, "E", device));
+  ATTENTION_RETURN_IF_ERROR(check_bias(w.out_proj_bias, "weights.out_proj_bias", s.E, "E", device));
+  ATTENTION_RETURN_IF_ERROR(detail::check_mask(o.mask, s.B, s.H, s.Sq, s.Sk, device));
 
   std::vector<detail::NamedView> inputs = {{&x_q, "x_q"},
                                            {&x_kv, "x_kv"},
@@ -152,6 +164,11 @@ Status check_mha_args(const TensorView& x_q, const TensorView& x_kv, const MhaWe
   ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(out, "out", inputs));
   // Per head [B, H, Sq, Sk], or averaged over heads [B, Sq, Sk].
   const TensorView& aw = o.attention_weights;
+  if (detail::given(aw) && device != Device::CPU) {
+    return Status::invalid(
+        "options.attention_weights: the GPU kernels do not produce the attention weights; ask for "
+        "them with host tensors on Backend::CPU");
+  }
   inputs.insert(inputs.begin(), {&out, "out"});
   if (aw.rank == 4) {
     ATTENTION_RETURN_IF_ERROR(detail::check_optional_output(
@@ -215,19 +232,94 @@ Status attention_weights(const TensorView& x_q, const TensorView& x_kv, const Pr
                                        lse, weights);
 }
 
+#if ATTENTION_GPU
+// The whole block on the GPU (mha_f32[_masked]_{cuda,opencl}): the same arguments as the CPU
+// kernel. Absent biases are zeros on the host (copied in); host biases are made dense first.
+Status run_mha_gpu(detail::Run run, const TensorView& x_q, const TensorView& x_kv,
+                   const Projections& p, const MhaWeights& weights, const TensorView& out,
+                   const MhaShape& s, float scale, const MaskOptions& m) {
+  std::vector<float> bias_storage[4];
+  auto bias = [&](const TensorView& b, int64_t n, int slot) {
+    return b.device == Device::CUDA ? b : detail::dense_bias(b, n, bias_storage[slot]);
+  };
+  const TensorView bq = bias(p.bq, s.E, 0), bk = bias(p.bk, s.kv_width(), 1),
+                   bv = bias(p.bv, s.kv_width(), 2), bo = bias(weights.out_proj_bias, s.E, 3);
+  // The buffers outlive `call`, whose destructor releases their device memory.
+  detail::HalideView hx_q(x_q), hx_kv(x_kv), hw_q(p.wq), hw_k(p.wk), hw_v(p.wv),
+      hw_o(weights.out_proj_weight), hb_q(bq), hb_k(bk), hb_v(bv), hb_o(bo), hout(out),
+      hlse(TensorView::contiguous(nullptr, {s.B, s.H, s.Sq}));
+  detail::MaskArgs mask(m, s.B, s.H, s.Sq, s.Sk);
+  detail::GpuCall call(run);
+  const std::pair<detail::HalideView*, const TensorView*> inputs[] = {
+      {&hx_q, &x_q},  {&hx_kv, &x_kv}, {&hw_q, &p.wq},
+      {&hw_k, &p.wk}, {&hw_v, &p.wv},  {&hw_o, &weights.out_proj_weight},
+      {&hb_q, &bq},   {&hb_k, &bk},    {&hb_v, &bv},
+      {&hb_o, &bo}};
+  for (const auto& [view, tensor] : inputs) {
+    ATTENTION_RETURN_IF_ERROR(call.input(view->get(), tensor->device));
+  }
+  ATTENTION_RETURN_IF_ERROR(call.output(hout.get(), out.device));
+  ATTENTION_RETURN_IF_ERROR(call.scratch(hlse.get()));
+  ATTENTION_RETURN_IF_ERROR(call.mask_inputs(mask, m));
+  const bool masked = !m.empty();
+  const bool cuda = run == detail::Run::CUDA;
+  const auto kernel = masked ? (cuda ? mha_f32_masked_cuda : mha_f32_masked_opencl)
+                             : (cuda ? mha_f32_cuda : mha_f32_opencl);
+  return call.run(
+      cuda ? "mha (CUDA)" : "mha (OpenCL)", kernel, hx_q.get(), hx_kv.get(), hw_q.get(), hb_q.get(),
+      hw_k.get(), hb_k.get(), hw_v.get(), hb_v.get(), hw_o.get(), hb_o.get(),
+      static_cast<int32_t>(s.H), static_cast<int32_t>(s.Hkv), scale, mask.key_lengths(),
+      mask.query_lengths(), mask.diag_offset, mask.band_back, mask.band_forward, mask.has_bias,
+      mask.bool_mask(), mask.additive_mask(), mask.alibi_slopes(), mask.softcap,
+      /*values_finite=*/false, detail::gpu_prefill_key_split(s.D), hout.get(), hlse.get());
+}
+#endif
+
 }  // namespace
 
 Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
                             const MhaWeights& weights, const TensorView& out,
                             const MhaOptions& options) {
+  const MaskOptions& m = options.mask;
+  detail::Run run = detail::Run::CPU;
+  // Lengths and slopes are host tensors in every call (see check_mask).
+  const std::vector<detail::NamedView> tensors = {
+      {&x_q, "x_q"},
+      {&x_kv, "x_kv"},
+      {&out, "out"},
+      {&weights.in_proj_weight, "weights.in_proj_weight"},
+      {&weights.in_proj_bias, "weights.in_proj_bias"},
+      {&weights.q_proj_weight, "weights.q_proj_weight"},
+      {&weights.k_proj_weight, "weights.k_proj_weight"},
+      {&weights.v_proj_weight, "weights.v_proj_weight"},
+      {&weights.q_bias, "weights.q_bias"},
+      {&weights.k_bias, "weights.k_bias"},
+      {&weights.v_bias, "weights.v_bias"},
+      {&weights.out_proj_weight, "weights.out_proj_weight"},
+      {&weights.out_proj_bias, "weights.out_proj_bias"},
+      {&m.bool_mask, "mask.bool_mask"},
+      {&m.additive_mask, "mask.additive_mask"},
+      {&options.attention_weights, "options.attention_weights"}};
+  ATTENTION_RETURN_IF_ERROR(detail::resolve_backend(options.backend, tensors, &run));
   MhaShape s{};
   Projections p;
-  ATTENTION_RETURN_IF_ERROR(check_mha_args(x_q, x_kv, weights, out, options, &s, &p));
+  ATTENTION_RETURN_IF_ERROR(
+      check_mha_args(x_q, x_kv, weights, out, options, detail::device_of(run), &s, &p));
+  if (run != detail::Run::CPU) ATTENTION_RETURN_IF_ERROR(detail::check_gpu_strides(tensors));
   if (s.B == 0 || s.Sq == 0) return Status::ok_status();
   if (s.Sk == 0) {
+    if (run == detail::Run::CUDA) {
+      return Status::invalid("x_kv: Sk = 0 is not supported for Device::CUDA tensors yet");
+    }
     write_rows_without_keys(out, weights.out_proj_bias);
     return Status::ok_status();
   }
+#if ATTENTION_GPU
+  if (run != detail::Run::CPU) {
+    const float gpu_scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(s.D)));
+    return run_mha_gpu(run, x_q, x_kv, p, weights, out, s, gpu_scale, m);
+  }
+#endif
 
   const int64_t kv = s.kv_width();
   std::vector<float> bias_storage[4];

@@ -3,9 +3,11 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "attention/attention.h"
+#include "gpu.h"
 #include "halide_view.h"
 #include "kernel_choice.h"
 #include "mask_args.h"
@@ -13,6 +15,16 @@
 #include "sdpa_f32_masked_decode.h"
 #include "sdpa_f32_masked_prefill.h"
 #include "sdpa_f32_prefill.h"
+#if ATTENTION_GPU
+#include "sdpa_f32_decode_cuda.h"
+#include "sdpa_f32_decode_opencl.h"
+#include "sdpa_f32_masked_decode_cuda.h"
+#include "sdpa_f32_masked_decode_opencl.h"
+#include "sdpa_f32_masked_prefill_cuda.h"
+#include "sdpa_f32_masked_prefill_opencl.h"
+#include "sdpa_f32_prefill_cuda.h"
+#include "sdpa_f32_prefill_opencl.h"
+#endif
 #include "tensor_util.h"
 #include "validate.h"
 
@@ -20,11 +32,13 @@ namespace attention {
 namespace {
 
 Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorView& v,
-                       const TensorView& out, const SdpaOptions& options) {
-  ATTENTION_RETURN_IF_ERROR(detail::check_view(q, "q", 4, "[B, H, Sq, D]"));
-  ATTENTION_RETURN_IF_ERROR(detail::check_view(k, "k", 4, "[B, Hkv, Sk, D]"));
-  ATTENTION_RETURN_IF_ERROR(detail::check_view(v, "v", 4, "[B, Hkv, Sk, Dv]"));
-  ATTENTION_RETURN_IF_ERROR(detail::check_view(out, "out", 4, "[B, H, Sq, Dv]"));
+                       const TensorView& out, const SdpaOptions& options, Device device) {
+  const DType f32 = DType::Float32;
+  ATTENTION_RETURN_IF_ERROR(detail::check_view(q, "q", 4, "[B, H, Sq, D]", f32, false, device));
+  ATTENTION_RETURN_IF_ERROR(detail::check_view(k, "k", 4, "[B, Hkv, Sk, D]", f32, false, device));
+  ATTENTION_RETURN_IF_ERROR(detail::check_view(v, "v", 4, "[B, Hkv, Sk, Dv]", f32, false, device));
+  ATTENTION_RETURN_IF_ERROR(
+      detail::check_view(out, "out", 4, "[B, H, Sq, Dv]", f32, false, device));
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   const int64_t Hkv = k.shape[1], Sk = k.shape[2], Dv = v.shape[3];
   if (D == 0)
@@ -46,7 +60,7 @@ Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorVie
     return Status::invalid("scale: must be finite, got " + std::to_string(*options.scale));
   }
   const MaskOptions& m = options.mask;
-  ATTENTION_RETURN_IF_ERROR(detail::check_mask(m, B, H, Sq, Sk));
+  ATTENTION_RETURN_IF_ERROR(detail::check_mask(m, B, H, Sq, Sk, device));
   // Every input an output must not overlap (absent mask views are empty and never overlap).
   std::vector<detail::NamedView> inputs = {{&q, "q"}, {&k, "k"}, {&v, "v"}};
   detail::append_mask_views(m, inputs);
@@ -55,8 +69,63 @@ Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorVie
   if (options.logsumexp.data == nullptr) return Status::ok_status();
   inputs.insert(inputs.begin(), {&out, "out"});
   return detail::check_optional_output(options.logsumexp, "logsumexp", "[B, H, Sq]",
-                                       {{"B", B}, {"H", H}, {"Sq", Sq}}, inputs);
+                                       {{"B", B}, {"H", H}, {"Sq", Sq}}, inputs, device);
 }
+
+#if ATTENTION_GPU
+// The GPU kernels of one backend (schedule/cuda.h), with the CPU kernels' signatures.
+struct GpuSdpaKernels {
+  decltype(&sdpa_f32_prefill) prefill, decode;
+  decltype(&sdpa_f32_masked_prefill) masked_prefill, masked_decode;
+};
+
+const GpuSdpaKernels& gpu_kernels(detail::Run run) {
+  static const GpuSdpaKernels cuda{sdpa_f32_prefill_cuda, sdpa_f32_decode_cuda,
+                                   sdpa_f32_masked_prefill_cuda, sdpa_f32_masked_decode_cuda};
+  static const GpuSdpaKernels opencl{sdpa_f32_prefill_opencl, sdpa_f32_decode_opencl,
+                                     sdpa_f32_masked_prefill_opencl, sdpa_f32_masked_decode_opencl};
+  return run == detail::Run::CUDA ? cuda : opencl;
+}
+
+// A GPU call (Sk >= 1). `lse` may be absent: the kernel then writes device scratch. The masked
+// kernels always take the NaN-safe P·V (values_finite = false): the GPU schedule has one form.
+Status run_gpu(detail::Run run, const TensorView& q, const TensorView& k, const TensorView& v,
+               const TensorView& out, const TensorView& lse, float scale, const MaskOptions& m) {
+  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
+  const int64_t Sk = k.shape[2];
+  const detail::KernelChoice choice = detail::choose_gpu_kernel(B, H, Sq, Sk, D);
+  const GpuSdpaKernels& kernels = gpu_kernels(run);
+  // The buffers outlive `call`, whose destructor releases their device memory.
+  detail::HalideView hq(q), hk(k), hv(v), hout(out);
+  const bool lse_given = detail::given(lse);
+  detail::HalideView hlse(lse_given ? lse : TensorView::contiguous(nullptr, {B, H, Sq}));
+  std::optional<detail::MaskArgs> mask;
+  if (!m.empty()) mask.emplace(m, B, H, Sq, Sk);
+  detail::GpuCall call(run);
+  for (auto [buffer, t] : {std::pair{hq.get(), &q}, {hk.get(), &k}, {hv.get(), &v}}) {
+    ATTENTION_RETURN_IF_ERROR(call.input(buffer, t->device));
+  }
+  ATTENTION_RETURN_IF_ERROR(call.output(hout.get(), out.device));
+  ATTENTION_RETURN_IF_ERROR(lse_given ? call.output(hlse.get(), lse.device)
+                                      : call.scratch(hlse.get()));
+  const char* name = run == detail::Run::CUDA ? "sdpa (CUDA)" : "sdpa (OpenCL)";
+  if (m.empty()) {
+    return call.run(name, choice.prefill ? kernels.prefill : kernels.decode, hq.get(), hk.get(),
+                    hv.get(), scale, choice.key_split, hout.get(), hlse.get());
+  }
+  ATTENTION_RETURN_IF_ERROR(call.mask_inputs(*mask, m));
+  return call.run(name, choice.prefill ? kernels.masked_prefill : kernels.masked_decode, hq.get(),
+                  hk.get(), hv.get(), scale, mask->key_lengths(), mask->query_lengths(),
+                  mask->diag_offset, mask->band_back, mask->band_forward, mask->has_bias,
+                  mask->bool_mask(), mask->additive_mask(), mask->alibi_slopes(), mask->softcap,
+                  /*values_finite=*/false, choice.key_split, hout.get(), hlse.get());
+}
+#else
+Status run_gpu(detail::Run, const TensorView&, const TensorView&, const TensorView&,
+               const TensorView&, const TensorView&, float, const MaskOptions&) {
+  return Status::invalid("internal: no GPU kernels in this build");  // resolve_backend refuses
+}
+#endif
 
 Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
                   const TensorView& out, const TensorView& lse, float scale, const MaskOptions& m) {
@@ -79,16 +148,32 @@ Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
 
 Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, const TensorView& v,
                                     const TensorView& out, const SdpaOptions& options) {
-  ATTENTION_RETURN_IF_ERROR(check_sdpa_args(q, k, v, out, options));
+  const MaskOptions& m = options.mask;
+  detail::Run run = detail::Run::CPU;
+  // Lengths and slopes are host tensors in every call (see check_mask).
+  const std::vector<detail::NamedView> tensors = {{&q, "q"},
+                                                  {&k, "k"},
+                                                  {&v, "v"},
+                                                  {&out, "out"},
+                                                  {&options.logsumexp, "logsumexp"},
+                                                  {&m.bool_mask, "mask.bool_mask"},
+                                                  {&m.additive_mask, "mask.additive_mask"}};
+  ATTENTION_RETURN_IF_ERROR(detail::resolve_backend(options.backend, tensors, &run));
+  ATTENTION_RETURN_IF_ERROR(check_sdpa_args(q, k, v, out, options, detail::device_of(run)));
+  if (run != detail::Run::CPU) ATTENTION_RETURN_IF_ERROR(detail::check_gpu_strides(tensors));
   if (out.numel() == 0) return Status::ok_status();  // B, H or Sq is 0
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   if (k.shape[2] == 0) {  // no keys: every row is fully masked
+    if (run == detail::Run::CUDA) {
+      return Status::invalid("k: Sk = 0 is not supported for Device::CUDA tensors yet");
+    }
     detail::write_rows_without_keys(out, options.logsumexp);
     return Status::ok_status();
   }
+  const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
+  if (run != detail::Run::CPU) return run_gpu(run, q, k, v, out, options.logsumexp, scale, m);
   std::vector<float> lse_scratch;
   const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
-  const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
   if (!options.mask.empty()) return run_masked(q, k, v, out, lse, scale, options.mask);
   detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
   const detail::KernelChoice choice = detail::choose_kernel(B, H, Sq, k.shape[2]);

@@ -46,7 +46,7 @@ const char* dtype_name(DType dtype) {
 int64_t dtype_size(DType dtype) { return dtype == DType::Bool ? 1 : 4; }
 
 Status check_view(const TensorView& t, const char* name, int rank, const char* layout, DType dtype,
-                  bool any_strides) {
+                  bool any_strides, Device device) {
   const std::string arg = std::string(name) + ": ";
   if (t.rank != rank) {
     return Status::invalid(arg + "expected a rank-" + std::to_string(rank) + " tensor " + layout +
@@ -56,7 +56,10 @@ Status check_view(const TensorView& t, const char* name, int rank, const char* l
     return Status::invalid(arg + "expected dtype " + dtype_name(dtype) + ", got " +
                            dtype_name(t.dtype));
   }
-  if (t.device != Device::CPU) return Status::invalid(arg + "expected a CPU tensor");
+  if (t.device != device) {
+    return Status::invalid(
+        arg + (device == Device::CPU ? "expected a CPU tensor" : "expected a Device::CUDA tensor"));
+  }
   for (int d = 0; d < rank; ++d) {
     if (t.shape[d] < 0) {
       return Status::invalid(arg + "negative size in shape " + shape_string(t) + " " + layout);
@@ -150,9 +153,10 @@ Status check_output_memory(const TensorView& out, const char* name,
 
 Status check_optional_output(const TensorView& t, const char* name, const char* layout,
                              const std::vector<ExpectedDim>& extents,
-                             const std::vector<NamedView>& others) {
+                             const std::vector<NamedView>& others, Device device) {
   if (!given(t)) return Status::ok_status();
-  ATTENTION_RETURN_IF_ERROR(check_view(t, name, static_cast<int>(extents.size()), layout));
+  ATTENTION_RETURN_IF_ERROR(check_view(t, name, static_cast<int>(extents.size()), layout,
+                                       DType::Float32, /*any_strides=*/false, device));
   ATTENTION_RETURN_IF_ERROR(check_shape(t, name, extents));
   return check_output_memory(t, name, others);
 }

@@ -18,10 +18,12 @@ namespace attention::detail {
 // "[2, 8, 128, 64]"
 std::string shape_string(const TensorView& t);
 
-// rank, non-negative sizes, dtype/device, contiguous innermost dim (unless `any_strides`), null
-// data, 32-bit index limits. `layout` names the dims for the message, e.g. "[B, H, Sq, D]".
+// rank, non-negative sizes, dtype, device (the call's, `device`), contiguous innermost dim (unless
+// `any_strides`), null data, 32-bit index limits. `layout` names the dims for the message, e.g.
+// "[B, H, Sq, D]".
 Status check_view(const TensorView& t, const char* name, int rank, const char* layout,
-                  DType dtype = DType::Float32, bool any_strides = false);
+                  DType dtype = DType::Float32, bool any_strides = false,
+                  Device device = Device::CPU);
 
 const char* dtype_name(DType dtype);
 int64_t dtype_size(DType dtype);
@@ -56,6 +58,6 @@ inline bool given(const TensorView& t) { return t.data != nullptr || t.rank != 0
 // and no overlap with itself or `others`.
 Status check_optional_output(const TensorView& t, const char* name, const char* layout,
                              const std::vector<ExpectedDim>& extents,
-                             const std::vector<NamedView>& others);
+                             const std::vector<NamedView>& others, Device device = Device::CPU);
 
 }  // namespace attention::detail

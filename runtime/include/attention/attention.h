@@ -17,8 +17,21 @@ namespace attention {
 // appear in masks and lengths.
 enum class DType { Float32, Bool, Int32 };
 
-// Where a tensor's memory lives. Only host memory is supported so far.
-enum class Device { CPU };
+// Where a tensor's memory lives: host memory, or CUDA device memory (data is the CUdeviceptr,
+// cast to void*). Only scaled_dot_product_attention and multi_head_attention take CUDA tensors, and
+// every tensor of one call must live on the same device.
+enum class Device { CPU, CUDA };
+
+// Which kernels run a call of scaled_dot_product_attention or multi_head_attention.
+//   Auto    by the tensors' device: CUDA tensors run the CUDA kernels, host tensors the CPU ones.
+//   CPU     the CPU kernels (host tensors only).
+//   CUDA    the CUDA kernels. Host tensors are copied to the GPU and back around each call: the
+//           slow path, for convenience; keep tensors on the device for speed.
+//   OpenCL  the same GPU schedules compiled for OpenCL, on the first OpenCL device (host tensors,
+//           copied in and out). CI runs them on PoCL, so the GPU code is checked without a GPU.
+// The library dispatches by this choice, never by Halide's multi-target (which would pick the GPU
+// for every call of a CUDA-enabled build).
+enum class Backend { Auto, CPU, CUDA, OpenCL };
 
 constexpr int kMaxRank = 4;
 
@@ -63,6 +76,11 @@ class Status {
   explicit Status(std::string message) : error_(std::move(message)) {}
   std::optional<std::string> error_;
 };
+
+// ok when `backend` can run here: for CUDA a driver (libcuda.so.1) with at least one device, for
+// OpenCL an ICD loader (libOpenCL.so.1) with a device; otherwise an error saying what is missing.
+// CPU and Auto are always ok. A call on an unavailable backend fails with the same message.
+Status backend_available(Backend backend);
 
 // Which diagonal a causal mask (and a sliding window or ALiBi) is measured from. For query i the
 // diagonal key is diag(i) = i (TopLeft, PyTorch's is_causal) or i + Sk - Sq (BottomRight: the last
@@ -123,6 +141,8 @@ struct SdpaOptions {
   TensorView logsumexp;
   // Causal, padding, window, boolean/additive masks, ALiBi, softcap: see MaskOptions.
   MaskOptions mask;
+  // CPU or GPU kernels: see Backend.
+  Backend backend = Backend::Auto;
 };
 
 // out = softmax(scale · q·kᵀ) · v, per batch and query head (PyTorch's
@@ -286,6 +306,8 @@ struct MhaOptions {
   // Optional output of the attention weights: [B, H, Sq, Sk] per head, or [B, Sq, Sk] averaged
   // over heads (PyTorch's need_weights with average_attn_weights). Leave data == nullptr to skip.
   TensorView attention_weights;
+  // CPU or GPU kernels: see Backend. The GPU kernels do not produce attention_weights.
+  Backend backend = Backend::Auto;
 };
 
 // out = concat_h(softmax(Q_h·K_hᵀ · scale)·V_h)·W_oᵀ + b_o with Q = x_q·W_qᵀ + b_q, K = x_kv·W_kᵀ +

@@ -1,0 +1,261 @@
+#include "gpu.h"
+
+#include <HalideRuntimeCuda.h>
+#include <HalideRuntimeOpenCL.h>
+#include <dlfcn.h>
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+namespace attention {
+namespace detail {
+namespace {
+
+// The few driver entry points needed before any kernel runs, looked up at run time: the library
+// links no GPU library, and a machine without a driver still runs the CPU kernels.
+using CuInit = int (*)(unsigned);
+using CuDeviceGetCount = int (*)(int*);
+using CuDeviceGet = int (*)(int*, int);
+using CuCtxGetCurrent = int (*)(void**);
+using CuDevicePrimaryCtxRetain = int (*)(void**, int);
+using ClGetPlatformIDs = int32_t (*)(uint32_t, void**, uint32_t*);
+using ClGetDeviceIDs = int32_t (*)(void*, uint64_t, uint32_t, void**, uint32_t*);
+
+void* cuda_driver() {
+  static void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  return handle;
+}
+
+template <typename Fn>
+Fn cuda_symbol(const char* name) {
+  return cuda_driver() ? reinterpret_cast<Fn>(dlsym(cuda_driver(), name)) : nullptr;
+}
+
+// Empty when usable, else why not. Probed once per process.
+std::string probe_cuda() {
+  if (!cuda_driver()) return "no CUDA driver (libcuda.so.1 not found)";
+  auto init = cuda_symbol<CuInit>("cuInit");
+  auto count = cuda_symbol<CuDeviceGetCount>("cuDeviceGetCount");
+  if (!init || !count) return "the CUDA driver lacks cuInit/cuDeviceGetCount";
+  if (const int code = init(0); code != 0) {
+    return "cuInit failed (CUresult " + std::to_string(code) + "): no usable CUDA device";
+  }
+  int devices = 0;
+  if (count(&devices) != 0 || devices == 0) return "the CUDA driver reports no device";
+  return "";
+}
+
+std::string probe_opencl() {
+  void* library = dlopen("libOpenCL.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!library) return "no OpenCL ICD loader (libOpenCL.so.1 not found)";
+  auto platforms = reinterpret_cast<ClGetPlatformIDs>(dlsym(library, "clGetPlatformIDs"));
+  auto devices = reinterpret_cast<ClGetDeviceIDs>(dlsym(library, "clGetDeviceIDs"));
+  if (!platforms || !devices) return "libOpenCL.so.1 lacks clGetPlatformIDs/clGetDeviceIDs";
+  void* platform_ids[16];
+  uint32_t platform_count = 0;
+  if (platforms(16, platform_ids, &platform_count) != 0 || platform_count == 0) {
+    return "no OpenCL platform (is an ICD such as pocl-opencl-icd installed?)";
+  }
+  constexpr uint64_t kAllDevices = 0xFFFFFFFF;  // CL_DEVICE_TYPE_ALL
+  for (uint32_t p = 0; p < platform_count && p < 16; ++p) {
+    uint32_t device_count = 0;
+    if (devices(platform_ids[p], kAllDevices, 0, nullptr, &device_count) == 0 && device_count > 0)
+      return "";
+  }
+  return "no OpenCL device on any platform";
+}
+
+const std::string& unavailable(Backend backend) {
+#if !ATTENTION_GPU
+  static const std::string no_kernels = "this build has no GPU kernels (they are built on x86)";
+  if (backend == Backend::CUDA || backend == Backend::OpenCL) return no_kernels;
+#endif
+  static std::once_flag cuda_once, opencl_once;
+  static std::string cuda_reason, opencl_reason;
+  static const std::string none;
+  if (backend == Backend::CUDA) {
+    std::call_once(cuda_once, [] { cuda_reason = probe_cuda(); });
+    return cuda_reason;
+  }
+  if (backend == Backend::OpenCL) {
+    std::call_once(opencl_once, [] { opencl_reason = probe_opencl(); });
+    return opencl_reason;
+  }
+  return none;
+}
+
+const char* device_name(Device device) { return device == Device::CUDA ? "CUDA" : "CPU"; }
+const char* backend_name(Backend backend) {
+  switch (backend) {
+    case Backend::CPU:
+      return "CPU";
+    case Backend::CUDA:
+      return "CUDA";
+    case Backend::OpenCL:
+      return "OpenCL";
+    case Backend::Auto:
+      break;
+  }
+  return "Auto";
+}
+
+#if ATTENTION_GPU
+// Halide's CUDA runtime creates a context of its own by default; device pointers from the
+// application (PyTorch, cudaMalloc) live in the context current on the calling thread or in the
+// device's primary context, so kernels run there instead.
+int acquire_cuda_context(void* /*user_context*/, void** ctx, bool /*create*/) {
+  void* current = nullptr;
+  auto get_current = cuda_symbol<CuCtxGetCurrent>("cuCtxGetCurrent");
+  if (get_current && get_current(&current) == 0 && current != nullptr) {
+    *ctx = current;
+    return 0;
+  }
+  static void* primary = nullptr;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    auto device_get = cuda_symbol<CuDeviceGet>("cuDeviceGet");
+    auto retain = cuda_symbol<CuDevicePrimaryCtxRetain>("cuDevicePrimaryCtxRetain");
+    int device = 0;
+    if (device_get && retain && device_get(&device, 0) == 0) retain(&primary, device);
+  });
+  if (primary == nullptr) return halide_error_code_generic_error;
+  *ctx = primary;
+  return 0;
+}
+
+int release_cuda_context(void* /*user_context*/) { return 0; }
+#endif
+
+}  // namespace
+
+Status resolve_backend(Backend backend, const std::vector<NamedView>& tensors, Run* run) {
+  // Absent optional views (no data, no rank) carry no device.
+  const NamedView* first = nullptr;
+  for (const NamedView& t : tensors) {
+    if (!given(*t.view)) continue;
+    if (first == nullptr) {
+      first = &t;
+    } else if (t.view->device != first->view->device) {
+      return Status::invalid(std::string(t.name) + ": on Device::" + device_name(t.view->device) +
+                             " but " + first->name +
+                             " is on Device::" + device_name(first->view->device) +
+                             ": every tensor of a call must be on the same device");
+    }
+  }
+  const Device device = first ? first->view->device : Device::CPU;
+  if (backend == Backend::Auto) backend = device == Device::CUDA ? Backend::CUDA : Backend::CPU;
+  if (device == Device::CUDA && backend != Backend::CUDA) {
+    return Status::invalid(std::string(first->name) +
+                           ": a Device::CUDA tensor, but the backend is " + backend_name(backend) +
+                           " (which reads host memory only)");
+  }
+  if (const std::string& reason = unavailable(backend); !reason.empty()) {
+    return Status::invalid(std::string("backend ") + backend_name(backend) +
+                           " is not available here: " + reason);
+  }
+  *run = backend == Backend::CUDA ? Run::CUDA : backend == Backend::OpenCL ? Run::OpenCL : Run::CPU;
+  return Status::ok_status();
+}
+
+Status check_gpu_strides(const std::vector<NamedView>& tensors) {
+  for (const NamedView& t : tensors) {
+    if (!given(*t.view)) continue;
+    for (int d = 0; d < t.view->rank; ++d) {
+      if (t.view->strides[d] < 0) {
+        return Status::invalid(std::string(t.name) + ": negative stride " +
+                               std::to_string(t.view->strides[d]) + " in dimension " +
+                               std::to_string(d) +
+                               ": the GPU backends need non-negative strides (reversed views "
+                               "run on the CPU backend)");
+      }
+    }
+  }
+  return Status::ok_status();
+}
+
+#if ATTENTION_GPU
+GpuCall::GpuCall(Run run)
+    : run_(run),
+      interface_(run == Run::CUDA ? halide_cuda_device_interface()
+                                  : halide_opencl_device_interface()) {
+  configure_halide_runtime();
+  if (run == Run::CUDA) {
+    static std::once_flag once;
+    std::call_once(once, [] {
+      halide_set_cuda_acquire_context(acquire_cuda_context);
+      halide_set_cuda_release_context(release_cuda_context);
+    });
+  }
+}
+
+GpuCall::~GpuCall() {
+  for (halide_buffer_t* buffer : wrapped_) halide_cuda_detach_device_ptr(&call_, buffer);
+  for (halide_buffer_t* buffer : allocated_) halide_device_free(&call_, buffer);
+}
+
+Status GpuCall::input(halide_buffer_t* buffer, Device device) {
+  if (device == Device::CUDA) {
+    const auto device_ptr = reinterpret_cast<uintptr_t>(buffer->host);
+    buffer->host = nullptr;
+    const int code = halide_cuda_wrap_device_ptr(&call_, buffer, device_ptr);
+    if (code != 0) return failure("halide_cuda_wrap_device_ptr", code);
+    wrapped_.push_back(buffer);
+    return Status::ok_status();
+  }
+  // Halide copies a host-dirty buffer to the device when the kernel first reads it there.
+  buffer->set_host_dirty(true);
+  allocated_.push_back(buffer);
+  return Status::ok_status();
+}
+
+Status GpuCall::output(halide_buffer_t* buffer, Device device) {
+  ATTENTION_RETURN_IF_ERROR(input(buffer, device));
+  if (device == Device::CUDA) return Status::ok_status();  // written in place on the device
+  buffer->set_host_dirty(false);
+  host_outputs_.push_back(buffer);
+  return Status::ok_status();
+}
+
+Status GpuCall::mask_inputs(MaskArgs& mask, const MaskOptions& options) {
+  for (halide_buffer_t* host : {mask.key_lengths(), mask.query_lengths(), mask.alibi_slopes()}) {
+    ATTENTION_RETURN_IF_ERROR(input(host, Device::CPU));
+  }
+  auto device = [](const TensorView& t) { return given(t) ? t.device : Device::CPU; };
+  ATTENTION_RETURN_IF_ERROR(input(mask.bool_mask_view().get(), device(options.bool_mask)));
+  return input(mask.additive_mask_view().get(), device(options.additive_mask));
+}
+
+Status GpuCall::scratch(halide_buffer_t* buffer) {
+  buffer->host = nullptr;
+  const int code = halide_device_malloc(&call_, buffer, interface_);
+  if (code != 0) return failure("halide_device_malloc", code);
+  allocated_.push_back(buffer);
+  return Status::ok_status();
+}
+
+Status GpuCall::failure(const char* what, int code) {
+  return Status::invalid(std::string("internal: ") + what + " failed (code " +
+                         std::to_string(code) + "): " + call_.error);
+}
+
+Status GpuCall::finish() {
+  for (halide_buffer_t* buffer : host_outputs_) {
+    if (const int code = halide_copy_to_host(&call_, buffer); code != 0) {
+      return failure("copying an output back to the host", code);
+    }
+  }
+  return Status::ok_status();
+}
+#endif  // ATTENTION_GPU
+
+}  // namespace detail
+
+Status backend_available(Backend backend) {
+  const std::string& reason = detail::unavailable(backend);
+  if (reason.empty()) return Status::ok_status();
+  return Status::invalid(std::string("backend ") + detail::backend_name(backend) +
+                         " is not available here: " + reason);
+}
+
+}  // namespace attention

@@ -1,0 +1,69 @@
+// GPU calls: which backend a call runs on, and the halide_buffer_t plumbing around a GPU kernel
+// (device pointers wrapped without copies; host tensors copied in and out).
+#pragma once
+
+#include <HalideRuntime.h>
+
+#include <vector>
+
+#include "attention/attention.h"
+#include "halide_view.h"
+#include "mask_args.h"
+#include "validate.h"
+
+namespace attention::detail {
+
+enum class Run { CPU, CUDA, OpenCL };
+
+// The device every tensor of a call must be on for `run`.
+inline Device device_of(Run run) { return run == Run::CUDA ? Device::CUDA : Device::CPU; }
+
+// Resolves options.backend against the tensors of a call (`tensors`: every view given, inputs and
+// outputs, named): all on one device, a backend that reads that device, and available here.
+Status resolve_backend(Backend backend, const std::vector<NamedView>& tensors, Run* run);
+
+// Halide's device copies and wrapped device pointers need non-negative strides (its OpenCL and
+// CUDA runtimes abort otherwise): a GPU call with a reversed dimension is refused up front.
+Status check_gpu_strides(const std::vector<NamedView>& tensors);
+
+// The buffers of one GPU kernel call. Inputs on the host are marked host-dirty, so Halide copies
+// them to the device; CUDA tensors are wrapped (halide_cuda_wrap_device_ptr) and never copied.
+// After the call, outputs on the host are copied back, and every device allocation Halide made or
+// wrapped is released.
+class GpuCall {
+ public:
+  explicit GpuCall(Run run);
+  ~GpuCall();
+  GpuCall(const GpuCall&) = delete;
+  GpuCall& operator=(const GpuCall&) = delete;
+
+  // `buffer` (a HalideView of a tensor on `device`: its host field holds the tensor's data pointer,
+  // a CUdeviceptr for CUDA) is read or written by the kernel. Buffers outlive the call.
+  Status input(halide_buffer_t* buffer, Device device);
+  Status output(halide_buffer_t* buffer, Device device);
+  // The mask arguments: lengths and slopes are host copies; the mask tensors on the call's device.
+  Status mask_inputs(MaskArgs& mask, const MaskOptions& options);
+  // An output the caller did not ask for (logsumexp): device memory only, freed afterwards.
+  Status scratch(halide_buffer_t* buffer);
+
+  // Runs `kernel` (built with user_context) and brings the outputs back.
+  template <typename Kernel, typename... Args>
+  Status run(const char* kernel_name, Kernel kernel, Args... args) {
+    const int code = kernel(&call_, args...);
+    if (code != 0) return failure(kernel_name, code);
+    return finish();
+  }
+
+  KernelCall* context() { return &call_; }
+
+ private:
+  Status failure(const char* what, int code);
+  Status finish();
+
+  Run run_;
+  const halide_device_interface_t* interface_;
+  KernelCall call_;
+  std::vector<halide_buffer_t*> host_outputs_, allocated_, wrapped_;
+};
+
+}  // namespace attention::detail
