@@ -5,9 +5,5 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${BUILD_DIR:-$root/build}
 "$root/scripts/install_deps.sh"
-venv_bin="$root/.venv/bin"
-werror=OFF
-[[ ${CI:-} == true ]] && werror=ON
-"$venv_bin/cmake" -S "$root" -B "$build_dir" -G Ninja -DCMAKE_MAKE_PROGRAM="$venv_bin/ninja" \
-  -DATTENTION_WERROR=$werror "$@"
-"$venv_bin/cmake" --build "$build_dir"
+"$root/scripts/configure.sh" "$build_dir" "$@"
+"$root/.venv/bin/cmake" --build "$build_dir"

@@ -12,16 +12,11 @@ host_build=${HOST_BUILD_DIR:-$root/build}
 build_dir=${BUILD_DIR:-$root/build-aarch64}
 "$root/scripts/install_deps.sh"
 venv_bin="$root/.venv/bin"
-werror=OFF
-[[ ${CI:-} == true ]] && werror=ON
 # The generators run on this machine: build them (only them) in the host build.
-if [[ ! -f $host_build/CMakeCache.txt ]]; then
-  "$venv_bin/cmake" -S "$root" -B "$host_build" -G Ninja -DCMAKE_MAKE_PROGRAM="$venv_bin/ninja" \
-    -DATTENTION_WERROR=$werror
-fi
+[[ -f $host_build/CMakeCache.txt ]] || "$root/scripts/configure.sh" "$host_build"
 "$venv_bin/cmake" --build "$host_build" --target attention_generators
-"$venv_bin/cmake" -S "$root" -B "$build_dir" -G Ninja -DCMAKE_MAKE_PROGRAM="$venv_bin/ninja" \
-  -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchain-aarch64.cmake" -DATTENTION_WERROR=$werror \
+"$root/scripts/configure.sh" "$build_dir" \
+  -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchain-aarch64.cmake" \
   "-Dattention_kernels-halide_generators_ROOT=$host_build"
 "$venv_bin/cmake" --build "$build_dir"
 "$venv_bin/ctest" --test-dir "$build_dir" --output-on-failure -j "$(nproc)" "$@"
