@@ -58,23 +58,23 @@ inline KernelChoice choose_kernel(int64_t B, int64_t H, int64_t Sq, int64_t Sk) 
   return {false, decode_key_split(B, H, Sk)};
 }
 
-// GPU kernels (schedule/cuda.h): every (key split, query tile) is a thread block, which stages the
-// split's k in shared memory: 64 keys up to D = 64, 32 up to 128, 16 beyond keep a block's shared
-// memory (16-query q tile, k split, scores and weights) within 36 KiB up to D = 256. Decode splits
-// the keys until there are about kGpuDecodeBlocks blocks (a few per SM of a large GPU), in
-// multiples of 64 keys.
+// GPU kernels (schedule/cuda.h): a split's k is staged whole in shared memory, so splits hold at
+// most 64 keys up to D = 64, 32 up to 128, 16 beyond: with the 16-query q tile, scores and
+// weights, a block's shared memory stays within 36 KiB up to D = 256. Every split is a block;
+// decode splits the keys further when that leaves fewer than about kGpuDecodeBlocks blocks (a few
+// per SM of a large GPU).
 inline constexpr int64_t kGpuDecodeBlocks = 512;
 
-inline int32_t gpu_prefill_key_split(int64_t D) { return D > 128 ? 16 : D > 64 ? 32 : 64; }
+inline int32_t gpu_max_key_split(int64_t D) { return D > 128 ? 16 : D > 64 ? 32 : 64; }
 
 inline KernelChoice choose_gpu_kernel(int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D) {
-  if (Sq > kDecodeMaxQueries) return {true, gpu_prefill_key_split(D)};
+  const int32_t most = gpu_max_key_split(D);
+  if (Sq > kDecodeMaxQueries) return {true, most};
   const int64_t items = std::max<int64_t>(B * H, 1);
   const int64_t splits = std::clamp<int64_t>((kGpuDecodeBlocks + items - 1) / items, 1,
-                                             (Sk + kSplitKeyMultiple - 1) / kSplitKeyMultiple);
+                                             std::max<int64_t>(Sk, 1));
   const int64_t keys = (Sk + splits - 1) / splits;
-  return {false, static_cast<int32_t>((keys + kSplitKeyMultiple - 1) / kSplitKeyMultiple *
-                                      kSplitKeyMultiple)};
+  return {false, static_cast<int32_t>(std::clamp<int64_t>((keys + 15) / 16 * 16, 16, most))};
 }
 
 }  // namespace attention::detail

@@ -271,7 +271,7 @@ Status run_mha_gpu(detail::Run run, const TensorView& x_q, const TensorView& x_k
       static_cast<int32_t>(s.H), static_cast<int32_t>(s.Hkv), scale, mask.key_lengths(),
       mask.query_lengths(), mask.diag_offset, mask.band_back, mask.band_forward, mask.has_bias,
       mask.bool_mask(), mask.additive_mask(), mask.alibi_slopes(), mask.softcap,
-      /*values_finite=*/false, detail::gpu_prefill_key_split(s.D), hout.get(), hlse.get());
+      /*values_finite=*/false, detail::gpu_max_key_split(s.D), hout.get(), hlse.get());
 }
 #endif
 
