@@ -71,8 +71,8 @@ inline KernelChoice choose_gpu_kernel(int64_t B, int64_t H, int64_t Sq, int64_t 
   const int32_t most = gpu_max_key_split(D);
   if (Sq > kDecodeMaxQueries) return {true, most};
   const int64_t items = std::max<int64_t>(B * H, 1);
-  const int64_t splits = std::clamp<int64_t>((kGpuDecodeBlocks + items - 1) / items, 1,
-                                             std::max<int64_t>(Sk, 1));
+  const int64_t splits =
+      std::clamp<int64_t>((kGpuDecodeBlocks + items - 1) / items, 1, std::max<int64_t>(Sk, 1));
   const int64_t keys = (Sk + splits - 1) / splits;
   return {false, static_cast<int32_t>(std::clamp<int64_t>((keys + 15) / 16 * 16, 16, most))};
 }

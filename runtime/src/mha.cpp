@@ -265,13 +265,13 @@ Status run_mha_gpu(detail::Run run, const TensorView& x_q, const TensorView& x_k
   const bool cuda = run == detail::Run::CUDA;
   const auto kernel = masked ? (cuda ? mha_f32_masked_cuda : mha_f32_masked_opencl)
                              : (cuda ? mha_f32_cuda : mha_f32_opencl);
-  return call.run(
-      cuda ? "mha (CUDA)" : "mha (OpenCL)", kernel, hx_q.get(), hx_kv.get(), hw_q.get(), hb_q.get(),
-      hw_k.get(), hb_k.get(), hw_v.get(), hb_v.get(), hw_o.get(), hb_o.get(),
-      static_cast<int32_t>(s.H), static_cast<int32_t>(s.Hkv), scale, mask.key_lengths(),
-      mask.query_lengths(), mask.diag_offset, mask.band_back, mask.band_forward, mask.has_bias,
-      mask.bool_mask(), mask.additive_mask(), mask.alibi_slopes(), mask.softcap,
-      /*values_finite=*/false, detail::gpu_max_key_split(s.D), hout.get(), hlse.get());
+  return call.run(cuda ? "mha (CUDA)" : "mha (OpenCL)", kernel, hx_q.get(), hx_kv.get(), hw_q.get(),
+                  hb_q.get(), hw_k.get(), hb_k.get(), hw_v.get(), hb_v.get(), hw_o.get(),
+                  hb_o.get(), static_cast<int32_t>(s.H), static_cast<int32_t>(s.Hkv), scale,
+                  mask.key_lengths(), mask.query_lengths(), mask.diag_offset, mask.band_back,
+                  mask.band_forward, mask.has_bias, mask.bool_mask(), mask.additive_mask(),
+                  mask.alibi_slopes(), mask.softcap,
+                  /*values_finite=*/false, detail::gpu_max_key_split(s.D), hout.get(), hlse.get());
 }
 #endif
 
