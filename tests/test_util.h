@@ -87,7 +87,6 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
 // A rank-3 view [B, S, X] as the rank-4 [B, 1, S, X] (one head) the SDPA reference reads.
 attention::TensorView with_one_head(const attention::TensorView& t);
 
-// ATTENTION_TEST_SEED if set, else a fresh std::random_device value; printed on first use.
 // The backend the SDPA tests run on: ATTENTION_TEST_BACKEND = cpu (the default, Backend::Auto),
 // opencl or cuda. CTest registers the SDPA suites once more for each GPU backend
 // (tests/CMakeLists).
@@ -95,6 +94,7 @@ attention::Backend test_backend();
 // Skips the current test (with the reason) when test_backend() cannot run here; true if skipped.
 bool skip_unless_backend_available();
 
+// ATTENTION_TEST_SEED if set, else a fresh std::random_device value; printed on first use.
 uint64_t base_seed();
 // The base seed mixed with the running test's full name: distinct per test, reproducible by name.
 uint64_t seed_for_current_test();

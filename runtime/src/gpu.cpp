@@ -150,10 +150,7 @@ Status resolve_backend(Backend backend, const std::vector<NamedView>& tensors, R
                            ": a Device::CUDA tensor, but the backend is " + backend_name(backend) +
                            " (which reads host memory only)");
   }
-  if (const std::string& reason = unavailable(backend); !reason.empty()) {
-    return Status::invalid(std::string("backend ") + backend_name(backend) +
-                           " is not available here: " + reason);
-  }
+  ATTENTION_RETURN_IF_ERROR(backend_available(backend));
   *run = backend == Backend::CUDA ? Run::CUDA : backend == Backend::OpenCL ? Run::OpenCL : Run::CPU;
   return Status::ok_status();
 }
@@ -176,8 +173,7 @@ Status check_gpu_strides(const std::vector<NamedView>& tensors) {
 
 #if ATTENTION_GPU
 GpuCall::GpuCall(Run run)
-    : run_(run),
-      interface_(run == Run::CUDA ? halide_cuda_device_interface()
+    : interface_(run == Run::CUDA ? halide_cuda_device_interface()
                                   : halide_opencl_device_interface()) {
   configure_halide_runtime();
   if (run == Run::CUDA) {

@@ -54,13 +54,10 @@ class GpuCall {
     return finish();
   }
 
-  KernelCall* context() { return &call_; }
-
  private:
   Status failure(const char* what, int code);
   Status finish();
 
-  Run run_;
   const halide_device_interface_t* interface_;
   KernelCall call_;
   std::vector<halide_buffer_t*> host_outputs_, allocated_, wrapped_;

@@ -314,18 +314,15 @@ Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
     write_rows_without_keys(out, weights.out_proj_bias);
     return Status::ok_status();
   }
+  const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(s.D)));
 #if ATTENTION_GPU
-  if (run != detail::Run::CPU) {
-    const float gpu_scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(s.D)));
-    return run_mha_gpu(run, x_q, x_kv, p, weights, out, s, gpu_scale, m);
-  }
+  if (run != detail::Run::CPU) return run_mha_gpu(run, x_q, x_kv, p, weights, out, s, scale, m);
 #endif
 
   const int64_t kv = s.kv_width();
   std::vector<float> bias_storage[4];
   std::vector<float> lse_storage(static_cast<size_t>(s.B * s.H * s.Sq));
   const TensorView lse = TensorView::contiguous(lse_storage.data(), {s.B, s.H, s.Sq});
-  const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(s.D)));
   detail::MaskArgs mask(options.mask, s.B, s.H, s.Sq, s.Sk);
   const bool values_finite = options.mask.empty() || values_certainly_finite(x_kv, p);
   detail::HalideView hx_q(x_q), hx_kv(x_kv), hw_q(p.wq), hw_k(p.wk), hw_v(p.wv),
