@@ -44,4 +44,24 @@ inline bool initialize(int* argc, char** argv) {
   return true;
 }
 
+// A rate counter: amount_per_iteration per second (e.g. GFLOP per call -> GFLOP/s).
+inline benchmark::Counter per_second(double amount_per_iteration) {
+  return benchmark::Counter(amount_per_iteration, benchmark::Counter::kIsIterationInvariantRate,
+                            benchmark::Counter::kIs1000);
+}
+
+// Registers fn(state, arg) under name, timed in wall-clock milliseconds after a warm-up: thread
+// pools start, caches and scratch allocations settle, clocks ramp up; without it the first
+// benchmark of a run read up to 30% low.
+template <typename Fn, typename Arg>
+void register_timed(const std::string& name, Fn fn, Arg arg) {
+  benchmark::RegisterBenchmark(name.c_str(), fn, arg)
+      ->UseRealTime()
+      ->MinWarmUpTime(0.3)
+      ->Unit(benchmark::kMillisecond);
+}
+
+// sdpa_bench's multi-head attention rows (mha_bench.cpp).
+void register_mha_benchmarks();
+
 }  // namespace bench

@@ -1,14 +1,16 @@
 // Benchmarks attention::scaled_dot_product_attention (fp32, CPU) against, in the same run:
-//   - the "math path" a framework takes on CPU: per (batch, head) sgemm S = scale·Q·Kᵀ, row
-//   softmax,
-//     sgemm O = P·V, with OpenBLAS;
+//   - the "math path" a framework takes on CPU, S = scale·Q·Kᵀ, row softmax, O = P·V, twice:
+//     with oneDNN's matmul and softmax primitives (onednn_math.h; the strongest CPU peer) and with
+//     per-(batch, head) OpenBLAS sgemm calls;
 //   - naive loops (small shapes and decode only);
-//   - a square sgemm probe: the machine's practical peak, so every GFLOP/s reads as a % of it.
-//   - a copy probe: the memory bandwidth a large memcpy reaches, the ceiling of decode.
-// Every implementation's output is checked once against the math path before it is timed.
+//   - an FMA probe: the arithmetic peak of the ISA variant our kernels run (the same multi-target
+//     dispatch picks it), and a square sgemm probe, what OpenBLAS reaches on this machine;
+//   - a copy probe: the memory bandwidth a large memcpy reaches, the ceiling of decode;
+//   - multi-head attention with projections against the same two peers (mha_bench.cpp).
+// Every implementation's output is checked once against the OpenBLAS math path before it is timed.
 // Decode shapes rotate through several copies of K and V, 256 MiB or more in all, so no iteration
-// finds its cache in L3.
-// Threads: ATTENTION_BENCH_THREADS, else all hardware threads, for our library and OpenBLAS alike.
+// finds its cache in L3. The run's context records the kernels' target, OpenBLAS's and oneDNN's
+// ISA. Threads: ATTENTION_BENCH_THREADS, else all hardware threads, for our library and both peers.
 // bench/table.py turns the JSON output into a markdown table (scripts/bench.sh does both).
 #include <attention/attention.h>
 #include <benchmark/benchmark.h>
@@ -29,7 +31,12 @@
 #include <thread>
 #include <vector>
 
+#include "HalideBuffer.h"
+#include "HalideRuntime.h"
+#include "attention_fma_peak.h"
 #include "bench_common.h"
+#include "math_path.h"
+#include "onednn_math.h"
 
 namespace {
 
@@ -76,6 +83,9 @@ const Case kCases[] = {
 constexpr int64_t kWindow = 256;
 
 const int kSgemmSizes[] = {1024, 2048};
+
+// Steps of the FMA probe per call and thread: 16 zmm chains take ~2 ms at 230 GFLOP/s a core.
+constexpr int kFmaProbeSteps = 1 << 20;
 
 // Bytes each memcpy of the copy probe moves, and the least K+V a decode shape rotates through.
 constexpr int64_t kCopyProbeBytes = int64_t(256) << 20;
@@ -209,64 +219,6 @@ Problem& problem_for(const Shape& s) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The math path's softmax. Frameworks use a vectorized exp (PyTorch: Sleef); glibc's expf is only
-// vectorized under -ffast-math, which would also drop the NaN checks below, so the exp is a plain
-// polynomial gcc vectorizes by itself (with -fno-trapping-math, see CMakeLists.txt).
-
-// Cephes' expf: e^x = 2^n · e^r with n = round(x·log2 e), |r| <= ln2/2; ~1 ulp for x in [-87, 0].
-inline float exp_poly(float x) {
-  x = std::max(x, -87.f);  // inputs are <= 0 after the max-subtract; below -87 2^n would underflow
-  const float n = std::floor(x * 1.44269504f + 0.5f);
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;  // ln2 split in two for exactness
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.f;
-  const int32_t two_n_bits = (static_cast<int32_t>(n) + 127) << 23;
-  float two_n;
-  std::memcpy(&two_n, &two_n_bits, sizeof two_n);
-  return p * two_n;
-}
-
-// Folds a row with 16 partial lanes: without -ffast-math gcc may not reorder a float sum or max.
-template <typename Op>
-float reduce_row(const float* row, int64_t n, float init, Op op) {
-  constexpr int kLanes = 16;
-  float lane[kLanes];
-  std::fill(lane, lane + kLanes, init);
-  const int64_t body = n - n % kLanes;
-  for (int64_t j = 0; j < body; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) lane[l] = op(lane[l], row[j + l]);
-  for (int64_t j = body; j < n; ++j) lane[j - body] = op(lane[j - body], row[j]);
-  float total = init;
-  for (int l = 0; l < kLanes; ++l) total = op(total, lane[l]);
-  return total;
-}
-
-// mask: an additive [rows, cols] plane or null. A row the mask hides entirely becomes zeros.
-void softmax_rows(float* scores, int64_t rows, int64_t cols, const float* mask) {
-  for (int64_t i = 0; i < rows; ++i) {
-    float* row = scores + i * cols;
-    if (mask != nullptr) {
-      const float* mask_row = mask + i * cols;
-      for (int64_t j = 0; j < cols; ++j) row[j] += mask_row[j];
-    }
-    const float max =
-        reduce_row(row, cols, -INFINITY, [](float a, float b) { return std::max(a, b); });
-    if (max == -INFINITY) {
-      std::fill(row, row + cols, 0.f);
-      continue;
-    }
-    for (int64_t j = 0; j < cols; ++j) row[j] = exp_poly(row[j] - max);
-    const float inv_sum = 1.f / reduce_row(row, cols, 0.f, [](float a, float b) { return a + b; });
-    for (int64_t j = 0; j < cols; ++j) row[j] *= inv_sum;
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
 // The implementations. Each computes out [B, H, Sq, D] from the problem's q and copy `copy` of
 // its k and v.
 
@@ -303,7 +255,7 @@ void openblas_math(const Problem& p, float* out, std::vector<std::vector<float>>
     const int64_t b = bh / s.h;
     const float* mask =
         p.mask_planes == 0 ? nullptr : p.additive.data() + (b % p.mask_planes) * s.sq * s.sk;
-    softmax_rows(workspace, sq, sk, mask);
+    bench::softmax_rows(workspace, sq, sk, mask);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, sq, d, sk, 1.f, workspace, sk, m.v, d,
                 0.f, m.out, d);
   }
@@ -408,10 +360,7 @@ void check_once(const char* impl, Problem& p, const std::vector<float>& out) {
          std::to_string(kMaxAbsDiff) + ")");
 }
 
-benchmark::Counter per_second(double amount_per_iteration) {
-  return benchmark::Counter(amount_per_iteration, benchmark::Counter::kIsIterationInvariantRate,
-                            benchmark::Counter::kIs1000);
-}
+using bench::per_second;
 
 // GFLOP/s counts every (query, key) pair, masked or not, so a masked shape's figure over its
 // unmasked twin's is the speed-up; "visible GFLOP/s" counts only the pairs the mask lets through.
@@ -464,6 +413,39 @@ void BM_OpenBlasMath(benchmark::State& state, Shape shape) {
   report(state, p, "openblas_math");
 }
 
+// The oneDNN math path over all heads (onednn_math.h), on oneDNN's own OpenMP threads.
+void BM_OneDnnMath(benchmark::State& state, Shape shape) {
+  Problem& p = problem_for(shape);
+  const Shape& s = p.shape;
+  const int64_t group = s.h / s.hkv;
+  const bench::OneDnnLayout layout = {s.b,
+                                      s.hkv,
+                                      group,
+                                      s.sq,
+                                      s.sk,
+                                      s.d,
+                                      bench::contiguous_bhsd(s.h, group, s.sq, s.d),
+                                      bench::contiguous_bhsd(s.hkv, 1, s.sk, s.d),
+                                      bench::contiguous_bhsd(s.hkv, 1, s.sk, s.d),
+                                      bench::contiguous_bhsd(s.h, group, s.sq, s.d),
+                                      p.mask_planes};
+  bench::OneDnnAttention onednn(layout, default_scale(s), p.additive.data());
+  std::vector<float> out(q_size(s), NAN);
+  auto run = [&](int copy) {
+    const int64_t kv_offset = copy * kv_size(s);
+    onednn.run(p.q.data(), p.k.data() + kv_offset, p.v.data() + kv_offset, out.data(),
+               bench_threads());
+  };
+  run(0);
+  check_once("onednn_math", p, out);
+  KvRotation rotation(shape);
+  for (auto _ : state) {
+    run(rotation.next());
+    benchmark::ClobberMemory();
+  }
+  report(state, p, "onednn_math");
+}
+
 void BM_Naive(benchmark::State& state, Shape shape) {
   Problem& p = problem_for(shape);
   std::vector<float> out(q_size(shape), NAN);
@@ -494,6 +476,27 @@ void BM_SgemmProbe(benchmark::State& state, int n) {
   state.counters["M"] = state.counters["N"] = state.counters["K"] = n;
 }
 
+// Arithmetic limit: the FMA loop generated for our kernels' targets
+// (generators/probe_generator.cpp), so the variant that runs is the one our kernels run; one work
+// item per benchmark thread.
+void BM_FmaPeakProbe(benchmark::State& state, int steps) {
+  const int threads = bench_threads();
+  Halide::Runtime::Buffer<float> checksum(threads);
+  auto flops_per_step = Halide::Runtime::Buffer<int32_t>::make_scalar();
+  auto run = [&] {
+    return attention_fma_peak(nullptr, steps, 0.999f, 1e-3f, checksum.raw_buffer(),
+                              flops_per_step.raw_buffer());
+  };
+  if (run() != 0) fail("fma_peak: the probe kernel failed");
+  for (auto _ : state) {
+    run();
+    benchmark::DoNotOptimize(checksum.data());
+  }
+  state.SetLabel("fma_peak");
+  state.counters["GFLOP/s"] = per_second(double(flops_per_step()) * steps * threads * 1e-9);
+  state.counters["flops/step"] = flops_per_step();
+}
+
 // Memory bandwidth: a large memcpy split across the benchmark's threads. GB/s counts the bytes
 // read plus the bytes written (STREAM's convention for copy).
 void BM_CopyProbe(benchmark::State& state, int64_t bytes) {
@@ -514,16 +517,6 @@ void BM_CopyProbe(benchmark::State& state, int64_t bytes) {
   state.counters["bytes"] = static_cast<double>(bytes);
 }
 
-template <typename Fn, typename Arg>
-void add(const std::string& name, Fn fn, Arg arg) {
-  // Warm-up: thread pools start, caches and scratch allocations settle, clocks ramp up; without it
-  // the first benchmark of a run read up to 30% low.
-  benchmark::RegisterBenchmark(name.c_str(), fn, arg)
-      ->UseRealTime()
-      ->MinWarmUpTime(0.3)
-      ->Unit(benchmark::kMillisecond);
-}
-
 struct Impl {
   const char* name;
   void (*run)(benchmark::State&, Shape);
@@ -532,149 +525,57 @@ struct Impl {
 
 // Grouped by implementation, ours first: OpenBLAS's workers keep spinning for a while after each
 // call, which would slow our multi-threaded kernels if they ran right after an OpenBLAS benchmark.
-// ---------------------------------------------------------------------------------------------
-// Multi-head attention with projections (self-attention, packed in_proj_weight, biases): ours vs
-// the OpenBLAS composition a framework runs: one sgemm for the packed Q/K/V projection, the math
-// path per head reading the heads in place (lda = 3E) and writing the concatenation (ldc = E),
-// one sgemm for the output projection.
-
-struct MhaShape {
-  int64_t b, s, e, h;
-};
-
-const MhaShape kMhaShapes[] = {{1, 512, 512, 8}, {4, 256, 768, 12}, {1, 2048, 1024, 16}};
-
-std::string mha_name(const MhaShape& m) {
-  return std::to_string(m.b) + "x" + std::to_string(m.s) + "_E" + std::to_string(m.e) + "_H" +
-         std::to_string(m.h);
-}
-
-struct MhaProblem {
-  std::vector<float> x, in_proj, in_bias, out_proj, out_bias;
-};
-
-MhaProblem make_mha_problem(const MhaShape& m) {
-  std::mt19937 rng(5);
-  const float r = 1.0f / std::sqrt(float(m.e));
-  auto random = [&](int64_t n, float range) {
-    std::uniform_real_distribution<float> dist(-range, range);
-    std::vector<float> t(static_cast<size_t>(n));
-    for (float& x : t) x = dist(rng);
-    return t;
-  };
-  return {random(m.b * m.s * m.e, 1.0f), random(3 * m.e * m.e, r), random(3 * m.e, r),
-          random(m.e * m.e, r), random(m.e, r)};
-}
-
-// C [rows, n] = A [rows, k] · Wᵀ + bias (W [n, k]) with OpenBLAS's threads.
-void sgemm_linear(const float* a, int64_t rows, int64_t k, const float* w, const float* bias,
-                  int64_t n, float* c) {
-  for (int64_t r = 0; r < rows; ++r) std::copy(bias, bias + n, c + r * n);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(rows), static_cast<int>(n),
-              static_cast<int>(k), 1.f, a, static_cast<int>(k), w, static_cast<int>(k), 1.f, c,
-              static_cast<int>(n));
-}
-
-void openblas_mha(const MhaShape& m, const MhaProblem& p, std::vector<float>& qkv,
-                  std::vector<float>& concat, std::vector<std::vector<float>>& scores, float* out) {
-  const int64_t rows = m.b * m.s, e = m.e, d = m.e / m.h;
-  openblas_set_num_threads(bench_threads());
-  sgemm_linear(p.x.data(), rows, e, p.in_proj.data(), p.in_bias.data(), 3 * e, qkv.data());
-  openblas_set_num_threads(1);  // parallel over heads, as the math path does
-  const int s = static_cast<int>(m.s), di = static_cast<int>(d), ld = static_cast<int>(3 * e);
-  const float scale = 1.0f / std::sqrt(float(d));
-#pragma omp parallel for schedule(dynamic) num_threads(static_cast <int>(scores.size()))
-  for (int64_t bh = 0; bh < m.b * m.h; ++bh) {
-    float* workspace = scores[omp_get_thread_num()].data();
-    const int64_t b = bh / m.h, h = bh % m.h;
-    const float* q = qkv.data() + b * m.s * 3 * e + h * d;
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s, s, di, scale, q, ld, q + e, ld, 0.f,
-                workspace, s);
-    softmax_rows(workspace, s, s, nullptr);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s, di, s, 1.f, workspace, s, q + 2 * e,
-                ld, 0.f, concat.data() + b * m.s * e + h * d, static_cast<int>(e));
-  }
-  openblas_set_num_threads(bench_threads());
-  sgemm_linear(concat.data(), rows, e, p.out_proj.data(), p.out_bias.data(), e, out);
-}
-
-attention::Status ours_mha(const MhaShape& m, MhaProblem& p, float* out) {
-  using attention::TensorView;
-  attention::MhaWeights w;
-  w.in_proj_weight = TensorView::contiguous(p.in_proj.data(), {3 * m.e, m.e});
-  w.in_proj_bias = TensorView::contiguous(p.in_bias.data(), {3 * m.e});
-  w.out_proj_weight = TensorView::contiguous(p.out_proj.data(), {m.e, m.e});
-  w.out_proj_bias = TensorView::contiguous(p.out_bias.data(), {m.e});
-  attention::MhaOptions options;
-  options.num_heads = m.h;
-  const TensorView x = TensorView::contiguous(p.x.data(), {m.b, m.s, m.e});
-  return attention::multi_head_attention(x, x, w, TensorView::contiguous(out, {m.b, m.s, m.e}),
-                                         options);
-}
-
-void report_mha(benchmark::State& state, const MhaShape& m, const char* impl) {
-  const double projections = 2.0 * m.b * m.s * m.e * 4 * m.e;
-  const double attention = 4.0 * m.b * m.s * m.s * m.e;
-  state.SetLabel(impl);
-  state.counters["GFLOP/s"] = benchmark::Counter((projections + attention) * 1e-9,
-                                                 benchmark::Counter::kIsIterationInvariantRate);
-}
-
-void BM_MhaOurs(benchmark::State& state, MhaShape m) {
-  MhaProblem p = make_mha_problem(m);
-  std::vector<float> out(m.b * m.s * m.e, NAN), expected(out.size());
-  std::vector<float> qkv(m.b * m.s * 3 * m.e), concat(m.b * m.s * m.e);
-  std::vector<std::vector<float>> scores(bench_threads(), std::vector<float>(m.s * m.s));
-  openblas_mha(m, p, qkv, concat, scores, expected.data());
-  const attention::Status status = ours_mha(m, p, out.data());
-  if (!status) fail("mha/ours/" + mha_name(m) + ": " + status.message());
-  double max_diff = 0;
-  for (size_t n = 0; n < out.size(); ++n)
-    max_diff = std::max<double>(max_diff, std::abs(out[n] - expected[n]));
-  if (!(max_diff <= 1e-4)) {
-    fail("mha/ours/" + mha_name(m) + ": max abs diff vs OpenBLAS is " + std::to_string(max_diff));
-  }
-  for (auto _ : state) {
-    ours_mha(m, p, out.data());
-    benchmark::ClobberMemory();
-  }
-  report_mha(state, m, "ours");
-}
-
-void BM_MhaOpenBlas(benchmark::State& state, MhaShape m) {
-  MhaProblem p = make_mha_problem(m);
-  std::vector<float> out(m.b * m.s * m.e, NAN);
-  std::vector<float> qkv(m.b * m.s * 3 * m.e), concat(m.b * m.s * m.e);
-  std::vector<std::vector<float>> scores(bench_threads(), std::vector<float>(m.s * m.s));
-  for (auto _ : state) {
-    openblas_mha(m, p, qkv, concat, scores, out.data());
-    benchmark::ClobberMemory();
-  }
-  report_mha(state, m, "openblas");
-}
-
 void register_benchmarks() {
   const Impl impls[] = {{"ours", BM_Ours, true},
+                        {"onednn_math", BM_OneDnnMath, true},
                         {"openblas_math", BM_OpenBlasMath, true},
                         {"naive", BM_Naive, false}};
   for (const Impl& impl : impls)
     for (const Case& c : kCases)
       if (impl.every_shape || c.with_naive)
-        add(std::string("sdpa/") + impl.name + "/" + shape_name(c.shape), impl.run, c.shape);
-  for (const MhaShape& m : kMhaShapes) {
-    add("mha/ours/" + mha_name(m), BM_MhaOurs, m);
-    add("mha/openblas/" + mha_name(m), BM_MhaOpenBlas, m);
+        bench::register_timed(std::string("sdpa/") + impl.name + "/" + shape_name(c.shape),
+                              impl.run, c.shape);
+  bench::register_mha_benchmarks();
+  for (int n : kSgemmSizes) bench::register_timed("sgemm/" + std::to_string(n), BM_SgemmProbe, n);
+  bench::register_timed("fma_peak/" + std::to_string(kFmaProbeSteps), BM_FmaPeakProbe,
+                        kFmaProbeSteps);
+  bench::register_timed("copy/" + std::to_string(kCopyProbeBytes >> 20) + "MiB", BM_CopyProbe,
+                        kCopyProbeBytes);
+}
+
+// ATTENTION_BENCH_ISA=avx2 or sse41 caps the x86 variant our kernels and the FMA probe run (through
+// Halide's dispatch hook, before any kernel's first call), so one AVX-512 machine can also time the
+// variant AVX2-only machines run. Unset: the best variant this CPU has.
+template <halide_target_feature_t forbidden>
+int refuse_variants_with(int count, const uint64_t* features) {
+  const int word = forbidden / 64;
+  if (word < count && ((features[word] >> (forbidden % 64)) & 1)) return 0;
+  return halide_default_can_use_target_features(count, features);
+}
+
+void cap_isa_variant() {
+  const char* isa = std::getenv("ATTENTION_BENCH_ISA");
+  if (isa == nullptr || *isa == '\0') return;
+  const std::string name = isa;
+  if (name == "avx2") {
+    halide_set_custom_can_use_target_features(refuse_variants_with<halide_target_feature_avx512>);
+  } else if (name == "sse41") {
+    halide_set_custom_can_use_target_features(refuse_variants_with<halide_target_feature_avx>);
+  } else {
+    fail("ATTENTION_BENCH_ISA=" + name + ": expected avx2 or sse41 (or unset for the best)");
   }
-  for (int n : kSgemmSizes) add("sgemm/" + std::to_string(n), BM_SgemmProbe, n);
-  add("copy/" + std::to_string(kCopyProbeBytes >> 20) + "MiB", BM_CopyProbe, kCopyProbeBytes);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  cap_isa_variant();
   if (!bench::initialize(&argc, argv)) return 1;
   benchmark::AddCustomContext(
       "openblas", std::string(openblas_get_config()) + " core=" + openblas_get_corename());
+  benchmark::AddCustomContext("onednn", bench::onednn_description());
+  // The variant of our kernels (and of the FMA probe, built for the same targets) that ran.
+  benchmark::AddCustomContext("cpu_kernel_target", attention::cpu_kernel_target());
 
   register_benchmarks();
   benchmark::RunSpecifiedBenchmarks();

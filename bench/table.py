@@ -5,11 +5,13 @@ Usage: python3 bench/table.py RUN.json [ONE_THREAD.json]
   (RUN.json from `sdpa_bench --benchmark_out=RUN.json --benchmark_out_format=json`, `-` reads
    stdin; ONE_THREAD.json: the same benchmark run with ATTENTION_BENCH_THREADS=1.)
 
-Main table (from RUN.json): our GFLOP/s, the OpenBLAS math path's, the naive loops' (– where not
-run), ours / OpenBLAS, ours as % of the best sgemm probe of the same run; for masked shapes the
-GFLOP/s of the visible (query, key) pairs only, also as % of sgemm; for decode (Sq == 1) the K+V
-bandwidth, ours and the math path's, and ours as % of the copy probe of the same run.
-With ONE_THREAD.json a second table gives each shape's 1-thread and multi-thread GFLOP/s and their
+Main table (from RUN.json): our GFLOP/s, the oneDNN and OpenBLAS math paths', the naive loops'
+(– where not run), ours / oneDNN and ours / OpenBLAS, ours as % of the FMA probe (the arithmetic
+peak of the ISA variant our kernels ran, named in the table's header) and of the best sgemm probe of
+the same run; for masked shapes the GFLOP/s of the visible (query, key) pairs only, as % of the FMA
+peak; for decode (Sq == 1) the K+V bandwidth of ours and both math paths, and ours as % of the copy
+probe of the same run. A second table does the same for multi-head attention with projections.
+With ONE_THREAD.json a last table gives each shape's 1-thread and multi-thread GFLOP/s and their
 ratio. With --benchmark_repetitions the median is used. Python 3 standard library only.
 """
 import json
@@ -18,7 +20,8 @@ import sys
 from collections import OrderedDict
 
 SHAPE_KEYS = ("B", "H", "Hkv", "Sq", "Sk", "D")
-IMPLS = ("ours", "openblas_math", "naive")
+IMPLS = ("ours", "onednn_math", "openblas_math", "naive")
+PEERS = ("onednn_math", "openblas_math")  # the scaling table's
 COUNTERS = ("GFLOP/s", "visible GFLOP/s", "GB/s")
 
 
@@ -34,7 +37,7 @@ def impl_of(run):
     if run.get("label"):
         return run["label"]
     parts = run["name"].split("/")
-    return parts[1] if parts[0] == "sdpa" and len(parts) > 1 else parts[0]
+    return parts[1] if parts[0] in ("sdpa", "mha") and len(parts) > 1 else parts[0]
 
 
 def representative_runs(benchmarks):
@@ -109,6 +112,14 @@ class Run:
         self.peak = max(self.sgemm.values()) if self.sgemm else None
         copies = [r["GB/s"] for r in runs if impl_of(r) == "copy" and "GB/s" in r]
         self.copy = max(copies) if copies else None
+        fma = [r["GFLOP/s"] for r in runs if impl_of(r) == "fma_peak" and "GFLOP/s" in r]
+        self.fma = max(fma) if fma else None
+        # MHA shape id ("1x512_E512_H8") -> impl -> GFLOP/s
+        self.mha = OrderedDict()
+        for run in runs:
+            parts = run.get("run_name", run["name"]).split("/")
+            if parts[0] == "mha" and len(parts) > 2 and "GFLOP/s" in run:
+                self.mha.setdefault(parts[2], {})[parts[1]] = run["GFLOP/s"]
         # shape id -> impl -> run
         self.by_shape = OrderedDict()
         for run in runs:
@@ -130,53 +141,84 @@ class Run:
         return None if run is None else run.get(name)
 
 
-def main_table(run):
-    lines = []
+def header(run):
+    """Who ran and the run's limits: the threads, the variant of our kernels (and of the FMA probe),
+    the peers' own ISA, the probes."""
+    c = run.context
     probe = ", ".join(f"{n}³: {g:.1f}" for n, g in sorted(run.sgemm.items())) or "not run"
-    lines.append(f"threads: {run.context.get('threads', '?')} · sgemm probe GFLOP/s: {probe} · "
-                 f"copy probe GB/s (read + write): {fmt(run.copy)}")
-    lines.append("")
-    lines.append("| shape (B×H×Sq×Sk×D) | ours GFLOP/s | OpenBLAS math GFLOP/s | naive GFLOP/s "
-                 "| ours / OpenBLAS | ours % of sgemm | visible GFLOP/s (ours, % of sgemm) "
-                 "| decode GB/s (ours / math) | decode % of copy |")
-    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    return [f"threads: {c.get('threads', '?')} · our kernels' variant: "
+            f"`{c.get('cpu_kernel_target', '?')}` · {c.get('onednn', 'oneDNN ?')} · "
+            f"OpenBLAS: {c.get('openblas', '?')}",
+            "",
+            f"FMA probe GFLOP/s: {fmt(run.fma)} · sgemm probe GFLOP/s: {probe} · "
+            f"copy probe GB/s (read + write): {fmt(run.copy)}",
+            ""]
+
+
+def main_table(run):
+    lines = header(run)
+    lines.append("| shape (B×H×Sq×Sk×D) | ours GFLOP/s | oneDNN math | OpenBLAS math | naive "
+                 "| ours / oneDNN | ours / OpenBLAS | ours % of FMA peak | ours % of sgemm "
+                 "| visible GFLOP/s (ours, % of FMA peak) "
+                 "| decode GB/s (ours / oneDNN / OpenBLAS) | decode % of copy |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for shape, impls in run.ordered_shapes():
         gflops = {impl: run.counter(shape, impl, "GFLOP/s") for impl in IMPLS}
         any_run = next(iter(impls.values()))
         visible = run.counter(shape, "ours", "visible GFLOP/s")
         visible_cell = "–" if visible is None else \
-            f"{fmt(visible)} ({percent(ratio(visible, run.peak))})"
+            f"{fmt(visible)} ({percent(ratio(visible, run.fma))})"
         bandwidth, of_copy = "–", "–"
         if int(any_run["Sq"]) == 1:
-            gbs = [run.counter(shape, i, "GB/s") for i in ("ours", "openblas_math")]
+            gbs = [run.counter(shape, i, "GB/s") for i in ("ours",) + PEERS]
             bandwidth = " / ".join(fmt(g) for g in gbs)
             of_copy = percent(ratio(gbs[0], run.copy))
+        ours = gflops["ours"]
         lines.append(
-            f"| {shape_label(any_run)} | {fmt(gflops['ours'])} | {fmt(gflops['openblas_math'])} "
-            f"| {fmt(gflops['naive'])} | {fmt(ratio(gflops['ours'], gflops['openblas_math']), 2)} "
-            f"| {percent(ratio(gflops['ours'], run.peak))} | {visible_cell} "
-            f"| {bandwidth} | {of_copy} |")
+            f"| {shape_label(any_run)} | {fmt(ours)} | {fmt(gflops['onednn_math'])} "
+            f"| {fmt(gflops['openblas_math'])} | {fmt(gflops['naive'])} "
+            f"| {fmt(ratio(ours, gflops['onednn_math']), 2)} "
+            f"| {fmt(ratio(ours, gflops['openblas_math']), 2)} "
+            f"| {percent(ratio(ours, run.fma))} | {percent(ratio(ours, run.peak))} "
+            f"| {visible_cell} | {bandwidth} | {of_copy} |")
+    return lines
+
+
+def mha_table(run):
+    if not run.mha:
+        return []
+    lines = ["", "Multi-head attention with projections (GFLOP/s: projections + attention)", "",
+             "| shape (B×S, E, H) | ours | oneDNN | OpenBLAS | ours / oneDNN | ours / OpenBLAS "
+             "| ours % of FMA peak |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for shape, impls in run.mha.items():
+        ours, onednn, openblas = (impls.get(i) for i in ("ours", "onednn", "openblas"))
+        lines.append(f"| {shape.replace('_', ', ')} | {fmt(ours)} | {fmt(onednn)} | {fmt(openblas)} "
+                     f"| {fmt(ratio(ours, onednn), 2)} | {fmt(ratio(ours, openblas), 2)} "
+                     f"| {percent(ratio(ours, run.fma))} |")
     return lines
 
 
 def scaling_table(run, one):
     threads = run.context.get("threads", "?")
     lines = ["", f"Thread scaling: 1 thread vs {threads} (GFLOP/s; decode: GB/s)", ""]
-    lines.append(f"| shape | ours 1t | ours {threads}t | ours speed-up | math 1t | math {threads}t "
-                 "| math speed-up |")
-    lines.append("|---|---:|---:|---:|---:|---:|---:|")
+    lines.append(f"| shape | ours 1t | ours {threads}t | ours speed-up | oneDNN 1t "
+                 f"| oneDNN {threads}t | oneDNN speed-up | OpenBLAS 1t | OpenBLAS {threads}t "
+                 "| OpenBLAS speed-up |")
+    lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for shape, impls in run.ordered_shapes():
         any_run = next(iter(impls.values()))
         name = "GB/s" if int(any_run["Sq"]) == 1 else "GFLOP/s"
         cells = []
-        for impl in ("ours", "openblas_math"):
+        for impl in ("ours",) + PEERS:
             single, multi = one.counter(shape, impl, name), run.counter(shape, impl, name)
             cells += [fmt(single), fmt(multi), fmt(ratio(multi, single), 2)]
         lines.append(f"| {shape_label(any_run)} | " + " | ".join(cells) + " |")
-    probes = [("sgemm probe (best)", one.peak, run.peak), ("copy probe GB/s", one.copy, run.copy)]
+    probes = [("FMA probe", one.fma, run.fma), ("sgemm probe (best)", one.peak, run.peak),
+              ("copy probe GB/s", one.copy, run.copy)]
     for label, single, multi in probes:
         lines.append(f"| {label} | {fmt(single)} | {fmt(multi)} | {fmt(ratio(multi, single), 2)} "
-                     "| | | |")
+                     "| | | | | | |")
     return lines
 
 
@@ -185,7 +227,7 @@ def main(argv):
         print(__doc__.strip(), file=sys.stderr)
         return 2
     run = Run(load(argv[1]))
-    lines = main_table(run)
+    lines = main_table(run) + mha_table(run)
     if len(argv) == 3:
         lines += scaling_table(run, Run(load(argv[2])))
     print("\n".join(lines))

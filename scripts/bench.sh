@@ -5,7 +5,9 @@
 # Without arguments every benchmark runs 5 times, repetitions of all benchmarks randomly interleaved so
 # a slow spell of a shared machine does not land on one implementation, and the tables show medians.
 # Environment: ATTENTION_BENCH_THREADS (the multi-thread run; default: all hardware threads),
-# BUILD_DIR (default: build). JSON goes to $BUILD_DIR/bench.json and $BUILD_DIR/bench-1thread.json.
+# ATTENTION_BENCH_ISA (avx2 or sse41: cap the x86 kernel variant, e.g. to time on an AVX-512 machine
+# what AVX2 machines run), BUILD_DIR (default: build). JSON goes to $BUILD_DIR/bench.json and
+# $BUILD_DIR/bench-1thread.json. The tables name the kernel variant that ran and both peers' ISA.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${BUILD_DIR:-$root/build}

@@ -1,12 +1,19 @@
 #!/usr/bin/env bash
 # Installs everything the build needs, idempotently: Debian packages (when run as root; otherwise prints
 # the apt-get command) and the pinned PyPI tools in a project-local virtual environment (.venv).
+# --list prints the Debian packages and exits (scripts/check_clean_machine.py reads it).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-debian_packages=(g++ make pkg-config python3 python3-venv libgtest-dev libbenchmark-dev libopenblas-dev
-                 clang libclang-rt-14-dev gnuplot-nox libpng-dev
+# googletest: the sources the aarch64 cross build compiles (libgtest-dev depends on it; named here
+# because the build uses it directly). libopenblas-dev and libdnnl-dev: the benchmark's peers.
+debian_packages=(g++ make pkg-config python3 python3-venv libgtest-dev googletest libbenchmark-dev
+                 libopenblas-dev libdnnl-dev clang libclang-rt-14-dev gnuplot-nox libpng-dev
                  g++-aarch64-linux-gnu qemu-user pocl-opencl-icd ocl-icd-libopencl1)
+if [[ ${1:-} == --list ]]; then
+  echo "${debian_packages[@]}"
+  exit 0
+fi
 missing=()
 for pkg in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")

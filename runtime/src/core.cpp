@@ -1,9 +1,11 @@
 // TensorView, Status and the thread-count setting.
+#include <HalideBuffer.h>
 #include <HalideRuntime.h>
 
 #include <algorithm>
 
 #include "attention/attention.h"
+#include "attention_cpu_target.h"
 
 namespace attention {
 namespace {
@@ -72,6 +74,19 @@ int num_threads() {
   // Halide reports 0 until its pool is configured; asking for the default configures it.
   if (halide_get_num_threads() < 1) halide_set_num_threads(0);
   return halide_get_num_threads();
+}
+
+std::string cpu_kernel_target() {
+  // A kernel built for the same targets as every other writes its own target string: the
+  // dispatch that picks it is the one that picks theirs.
+  static const std::string target = [] {
+    constexpr int kBytes = 256;  // the generator's output extent (it checks it)
+    Halide::Runtime::Buffer<uint8_t> name(kBytes);
+    if (attention_cpu_target(nullptr, name.raw_buffer()) != 0) return std::string("unknown");
+    const char* text = reinterpret_cast<const char*>(name.data());
+    return std::string(text, std::find(text, text + kBytes, '\0'));
+  }();
+  return target;
 }
 
 }  // namespace attention

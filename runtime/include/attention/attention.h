@@ -332,4 +332,11 @@ Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
 void set_num_threads(int n);
 int num_threads();
 
+// The Halide target of the CPU kernel variant that runs on this machine, e.g.
+// "x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41" or "arm-64-linux". Every CPU kernel
+// of the library is built for the same list of targets, best first, and picks the first one whose
+// features this CPU has (Halide's multi-target dispatch); this names that pick, so timings from
+// different machines can be compared knowing which code ran.
+std::string cpu_kernel_target();
+
 }  // namespace attention
