@@ -1,7 +1,7 @@
 # One line per generated kernel variant:
 #
-#   attention_kernel(<name> GENERATOR <registered generator> [FROM <generator executable>]
-#                    [PARAMS key=value ...] [TARGETS t1 t2 ...] [ASSEMBLY <variable>])
+#   attention_kernel(<name> GENERATOR <registered generator> [PARAMS key=value ...] [TARGETS t1 t2 ...]
+#                    [ASSEMBLY <variable>])
 #
 # builds the generator for every target in the list (default: ATTENTION_TARGETS, the x86 or ARM list
 # of the architecture being built for) into one static library named <name> whose C function
@@ -57,16 +57,13 @@ endif ()
 list(TRANSFORM runtime_targets APPEND "${ATTENTION_TARGET_SUFFIX}")
 add_halide_runtime(attention_halide_runtime TARGETS ${runtime_targets})
 
-# attention_halide_library(<name> GENERATOR <g> [FROM <generator executable>] [PARAMS ...]
-# [TARGETS ...] [ASSEMBLY <var>]): the library alone, not linked into the runtime (test-only kernels
-# and the benchmark's probes use this directly). FROM defaults to attention_generators.
+# attention_halide_library(<name> GENERATOR <g> [PARAMS ...] [TARGETS ...] [ASSEMBLY <var>]): the
+# library alone, not linked into the runtime (test-only kernels and the benchmark's FMA probe use
+# this directly).
 function(attention_halide_library NAME)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "GENERATOR;FROM;ASSEMBLY" "PARAMS;TARGETS")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "GENERATOR;ASSEMBLY" "PARAMS;TARGETS")
   if (NOT ARG_GENERATOR)
     message(FATAL_ERROR "attention_halide_library(${NAME}): GENERATOR is required")
-  endif ()
-  if (NOT ARG_FROM)
-    set(ARG_FROM attention_generators)
   endif ()
   if (NOT ARG_TARGETS)
     set(ARG_TARGETS ${ATTENTION_TARGETS})
@@ -78,7 +75,7 @@ function(attention_halide_library NAME)
   endif ()
   # user_context: the runtime passes a per-call context so errors raised on Halide's worker threads
   # still reach the call's Status.
-  add_halide_library(${NAME} FROM ${ARG_FROM}
+  add_halide_library(${NAME} FROM attention_generators
                      GENERATOR ${ARG_GENERATOR}
                      FUNCTION_NAME ${NAME}
                      PARAMS ${ARG_PARAMS}

@@ -14,7 +14,7 @@ build_dir=${BUILD_DIR:-$root/build-aarch64}
 venv_bin="$root/.venv/bin"
 # The generators run on this machine: build them (only them) in the host build.
 [[ -f $host_build/CMakeCache.txt ]] || "$root/scripts/configure.sh" "$host_build"
-"$venv_bin/cmake" --build "$host_build" --target attention_generators attention_probe_generators
+"$venv_bin/cmake" --build "$host_build" --target attention_generators
 "$root/scripts/configure.sh" "$build_dir" \
   -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchain-aarch64.cmake" \
   "-Dattention_kernels-halide_generators_ROOT=$host_build"
