@@ -7,7 +7,8 @@
 # of the architecture being built for) into one static library named <name> whose C function
 # <name>(user_context, ...) dispatches on the CPU's features at run time (Halide's multi-target),
 # sharing one Halide runtime. The kernel is appended to the global ATTENTION_KERNELS list that the
-# runtime library links. ASSEMBLY names a variable that receives the path of the kernel's assembly
+# runtime library links, and its generator, parameters and targets are recorded for the runtime's
+# kernel table (runtime/src/kernel_table.h). ASSEMBLY names a variable that receives the path of the kernel's assembly
 # listing (Halide's ASSEMBLY output, emitted by the same generator run).
 
 # Most capable first; the last entry is the baseline every x86-64 CPU since ~2008 runs. Never "host":
@@ -99,9 +100,18 @@ function(attention_gpu_kernel NAME)
 endfunction()
 
 function(attention_kernel NAME)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "ASSEMBLY" "")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "ASSEMBLY;GENERATOR" "PARAMS;TARGETS")
   attention_halide_library(${NAME} ${ARGN})
   set_property(GLOBAL APPEND PROPERTY ATTENTION_KERNELS ${NAME})
+  # What it was generated with, for the runtime's kernel table (runtime/CMakeLists.txt writes it
+  # into attention_kernel_builds.inc; tests/kernel_contract_test.cpp checks each row against it).
+  if (NOT ARG_TARGETS)
+    set(ARG_TARGETS ${ATTENTION_TARGETS})
+  endif ()
+  string(JOIN " " params ${ARG_PARAMS})
+  string(JOIN " " targets ${ARG_TARGETS})
+  set_property(GLOBAL APPEND_STRING PROPERTY ATTENTION_KERNEL_BUILDS
+               "    {\"${NAME}\", \"${ARG_GENERATOR}\", \"${params}\", \"${targets}\"},\n")
   if (ARG_ASSEMBLY)
     set(${ARG_ASSEMBLY} ${${ARG_ASSEMBLY}} PARENT_SCOPE)
   endif ()

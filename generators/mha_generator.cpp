@@ -23,9 +23,8 @@
 #include "algorithm/linear.h"
 #include "algorithm/sdpa.h"
 #include "generator_inputs.h"
-#include "schedule/cpu.h"
-#include "schedule/cuda.h"
 #include "schedule/linear_cpu.h"
+#include "schedule/sdpa_schedule.h"
 
 namespace {
 
@@ -35,6 +34,8 @@ using namespace attention_gen;
 class MhaGenerator : public Generator<MhaGenerator> {
  public:
   GeneratorParam<bool> masked{"masked", true};
+  // The attention stage's tiling choices (kernel_contract.h; the prefill tiling's).
+  TilingParams tiling;
 
   Input<Buffer<float, 3>> x_q{"x_q"};    // (e, i, b)
   Input<Buffer<float, 3>> x_kv{"x_kv"};  // (e_kv, j, b)
@@ -80,17 +81,10 @@ class MhaGenerator : public Generator<MhaGenerator> {
         select(c < D, v_proj_.y(h * D + clamp(c, 0, D - 1), clamp(j, 0, Sk - 1), b), 0.0f);
 
     SdpaInputs in;
+    plan_ = sdpa_plan(get_target(), get_target(), /*wide_queries=*/true, tiling);
     if (masked) {
       mask_ = mask_args_.masks();
-      if (get_target().has_gpu_feature()) {
-        const GpuTiling t = gpu_tiling(/*wide_queries=*/true);
-        mask_.query_group = t.query_tile;
-        mask_.key_block = t.key_block;
-      } else {
-        const CpuTiling t = cpu_tiling(get_target(), /*wide_queries=*/true);
-        mask_.query_group = t.query_tile;
-        mask_.key_block = t.mask_key_block;
-      }
+      set_mask_blocks(mask_, plan_);
       in.mask = &mask_;
       in.values_finite = mask_args_.values_finite();
     }
@@ -126,14 +120,14 @@ class MhaGenerator : public Generator<MhaGenerator> {
     if (using_autoscheduler()) return;
     const Target target = get_target();
     const AttentionVars& x = attention_.vars;
-    if (target.has_gpu_feature()) {
+    if (plan_.gpu) {
       // GPU: each projection and the attention a kernel of their own (schedule/cuda.h).
       for (LinearFuncs* proj : {&q_proj_, &k_proj_, &v_proj_}) {
         proj->y.compute_root();
         schedule_linear_gpu(*proj);
       }
       attention_.out.compute_root().reorder_storage(x.c, x.h, x.i, x.b);
-      schedule_sdpa_gpu(attention_, target, /*wide_queries=*/true);
+      schedule_sdpa(attention_, plan_);
       schedule_linear_gpu(out_proj_);
       return;
     }
@@ -144,7 +138,7 @@ class MhaGenerator : public Generator<MhaGenerator> {
       schedule_linear_cpu(*proj, target, (*weight).dim(1).stride() == 1);
     }
     attention_.out.compute_root().reorder_storage(x.c, x.h, x.i, x.b);
-    schedule_sdpa_cpu(attention_, target, /*wide_queries=*/true);
+    schedule_sdpa(attention_, plan_);
     schedule_linear_cpu(out_proj_, target, w_o.dim(1).stride() == 1);
   }
 
@@ -154,6 +148,7 @@ class MhaGenerator : public Generator<MhaGenerator> {
   GeneratorInput<int32_t>* key_split_ = nullptr;
   LinearFuncs q_proj_, k_proj_, v_proj_, out_proj_;
   SdpaFuncs attention_;
+  SdpaPlan plan_;
 
   void set_estimates() {
     const int e = 512, s = 512, heads = 8;

@@ -1,23 +1,28 @@
 // Two small generators that are built for the same target list as the kernels, so Halide's
 // multi-target dispatch picks the same variant for them as for every kernel on a given CPU:
-//   - cpu_target: writes the Halide target string of the variant that runs (the runtime's
-//     attention::cpu_kernel_target(), so a user or a benchmark can say which ISA ran);
+//   - kernel_info: writes the Halide target string of the variant that runs (the runtime's
+//     attention::cpu_kernel_target(), so a user or a benchmark can say which ISA ran) and the CPU
+//     tilings that variant's kernels were scheduled with (kernel_contract.h; the runtime's key
+//     split rules read them);
 //   - fma_peak: a register-only multiply-add loop, the arithmetic limit of that variant (the
 //     benchmark's "% of FMA peak").
 #include <string>
 
 #include "Halide.h"
+#include "schedule/cpu.h"
 
 namespace {
 
 using namespace Halide;
 
-// Bytes of cpu_target's output: the longest x86 target string with every feature we use is ~70.
+// Bytes of kernel_info's name: the longest x86 target string with every feature we use is ~70.
 constexpr int kTargetNameBytes = 256;
 
-class CpuTargetGenerator : public Generator<CpuTargetGenerator> {
+class KernelInfoGenerator : public Generator<KernelInfoGenerator> {
  public:
   Output<Buffer<uint8_t, 1>> name{"name"};  // NUL-padded target string
+  // (field, tiling): CpuTiling::fields() of the prefill (tiling 0) and decode (1) schedules.
+  Output<Buffer<int32_t, 2>> tiling{"tiling"};
 
   void generate() {
     // Build-only features say nothing about the ISA.
@@ -31,6 +36,18 @@ class CpuTargetGenerator : public Generator<CpuTargetGenerator> {
     Var i("i");
     name(i) = mux(i, bytes);
     name.dim(0).set_bounds(0, kTargetNameBytes);
+
+    std::vector<Expr> prefill, decode;
+    for (int field : attention_gen::cpu_tiling(get_target(), true).fields()) {
+      prefill.push_back(field);
+    }
+    for (int field : attention_gen::cpu_tiling(get_target(), false).fields()) {
+      decode.push_back(field);
+    }
+    Var f("f"), which("which");
+    tiling(f, which) = select(which == 0, mux(f, prefill), mux(f, decode));
+    tiling.dim(0).set_bounds(0, attention_gen::CpuTiling::kFields);
+    tiling.dim(1).set_bounds(0, 2);
   }
 };
 
@@ -82,5 +99,5 @@ class FmaPeakGenerator : public Generator<FmaPeakGenerator> {
 
 }  // namespace
 
-HALIDE_REGISTER_GENERATOR(CpuTargetGenerator, cpu_target)
+HALIDE_REGISTER_GENERATOR(KernelInfoGenerator, kernel_info)
 HALIDE_REGISTER_GENERATOR(FmaPeakGenerator, fma_peak)

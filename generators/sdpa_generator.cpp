@@ -6,8 +6,7 @@
 #include "Halide.h"
 #include "algorithm/sdpa.h"
 #include "generator_inputs.h"
-#include "schedule/cpu.h"
-#include "schedule/cuda.h"
+#include "schedule/sdpa_schedule.h"
 
 namespace {
 
@@ -49,6 +48,9 @@ class SdpaGeneratorBase : public Generator<Self> {
   // logic.
   GeneratorParam<std::string> tiling_as{"tiling_as", ""};
 
+  // score_queries, score_keys, pv_rows, ... (kernel_contract.h): the schedule's tiling choices.
+  TilingParams tiling;
+
   GeneratorInput<Buffer<float, 4>> q{"q"};  // (d, i, h, b)
   GeneratorInput<Buffer<float, 4>> k{"k"};  // (d, j, kv_head, b)
   GeneratorInput<Buffer<float, 4>> v{"v"};  // (c, j, kv_head, b)
@@ -63,6 +65,7 @@ class SdpaGeneratorBase : public Generator<Self> {
  protected:
   GeneratorInput<int32_t>* key_split_ = nullptr;
   SdpaFuncs funcs_;
+  SdpaPlan plan_;
 
   bool prefill() const { return query_tiling == QueryTiling::Prefill; }
 
@@ -114,29 +117,18 @@ class SdpaGeneratorBase : public Generator<Self> {
     in.heads_per_kv = q.dim(2).extent() / k.dim(2).extent();
     in.mask = mask;
     in.values_finite = values_finite;
-    if (mask && gpu()) {
-      const GpuTiling t = gpu_tiling(prefill());
-      mask->query_group = t.query_tile;
-      mask->key_block = t.key_block;
-    } else if (mask) {
-      const CpuTiling t = cpu_tiling(tiling_target(), prefill());
-      mask->query_group = t.query_tile;
-      mask->key_block = t.mask_key_block;
-    }
+    plan_ = sdpa_plan(this->get_target(), tiling_target(), prefill(), tiling);
+    if (mask) set_mask_blocks(*mask, plan_);
     if (customize) customize(in);
     funcs_ = scaled_dot_product(in);
   }
 
-  // CUDA or OpenCL: the GPU schedule (schedule/cuda.h); otherwise the CPU one.
+  // CUDA or OpenCL: the GPU schedule (schedule/cuda.h) and its v layout; otherwise the CPU one.
   bool gpu() const { return this->get_target().has_gpu_feature(); }
 
-  void schedule_cpu() {
-    if (this->using_autoscheduler()) return;
-    if (gpu()) {
-      schedule_sdpa_gpu(funcs_, this->get_target(), prefill());
-    } else {
-      schedule_sdpa_cpu(funcs_, tiling_target(), prefill());
-    }
+  // The schedule of out and logsumexp: the autoscheduler's, or the plan's CPU or GPU schedule.
+  void schedule_attention() {
+    if (!this->using_autoscheduler()) schedule_sdpa(funcs_, plan_);
   }
 
  private:
@@ -161,7 +153,7 @@ class SdpaGenerator : public SdpaGeneratorBase<SdpaGenerator> {
   Output<Buffer<float, 3>> logsumexp{"logsumexp"};  // (i, h, b)
 
   void generate() { build(out, logsumexp, nullptr); }
-  void schedule() { schedule_cpu(); }
+  void schedule() { schedule_attention(); }
 };
 
 enum class ScoreForm { Dot, Additive };
@@ -218,7 +210,7 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
       if (!using_autoscheduler()) schedule_attention_weights_cpu(funcs_, *weights_, get_target());
       return;
     }
-    schedule_cpu();
+    schedule_attention();
   }
 
   // Inputs in order: the mask arguments, the additive form's w_a, the weights' row_logsumexp,
@@ -285,7 +277,7 @@ class KernelRegressionGenerator : public SdpaGeneratorBase<KernelRegressionGener
       };
     });
   }
-  void schedule() { schedule_cpu(); }
+  void schedule() { schedule_attention(); }
 };
 
 }  // namespace

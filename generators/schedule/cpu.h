@@ -9,60 +9,25 @@
 
 #include "Halide.h"
 #include "algorithm/sdpa.h"
+#include "contract/kernel_contract.h"
 
 namespace attention_gen {
 
-// Register and cache blocking, derived from the target.
-struct CpuTiling {
-  int vector;          // fp32 lanes per vector register
-  int score_queries;   // prefill Q·Kᵀ register block: queries (a multiple of vector)
-  int score_keys;      // prefill Q·Kᵀ register block: keys
-  int dot_lanes;       // decode Q·Kᵀ: partial sums per dot product (a multiple of vector)
-  int pv_rows;         // prefill P·V register block: query rows
-  int pv_cols;         // prefill P·V register block: value features (a multiple of vector)
-  int query_tile;      // queries per work item
-  int key_chunk;       // prefill: keys per P·V pass over a tile
-  int mask_key_block;  // masked: keys per skipped-or-kept block (MaskInputs::key_block)
-};
+using attention_contract::CpuTiling;
 
-// wide_queries: tiles for prefill (many queries); otherwise for decode-like calls with few queries.
-inline CpuTiling cpu_tiling(const Halide::Target& target, bool wide_queries) {
+// AVX-512 and AArch64 have 32 vector registers, SSE/AVX2 16. Any AVX-512 feature counts (16 fp32
+// lanes): "x86-64-linux-avx512_skylake" alone, as tiling_as gives it, lacks Target::AVX512.
+inline int vector_registers(const Halide::Target& target) {
   using Halide::Target;
-  CpuTiling t{};
-  t.vector = target.natural_vector_size<float>();
-  // AVX-512 and AArch64 have 32 vector registers, SSE/AVX2 16.
-  const bool many_registers =
-      target.has_feature(Target::AVX512) || (target.arch == Target::ARM && target.bits == 64);
-  if (wide_queries) {
-    // 32 regs: 3 query vectors × 8 keys = 24 accumulators + 3 q loads + 1 k broadcast.
-    // 16 regs: 2 query vectors × 6 keys = 12 accumulators + 2 q loads + 1 k broadcast.
-    t.score_queries = (many_registers ? 3 : 2) * t.vector;
-    t.score_keys = many_registers ? 8 : 6;
-    // 32 regs: 6 rows × 4 value vectors = 24 accumulators; 16 regs: 6 × 2 = 12 (+ loads,
-    // broadcast).
-    t.pv_rows = 6;
-    t.pv_cols = (many_registers ? 4 : 2) * t.vector;
-    // 48 is a multiple of every score_queries above and of pv_rows; 48 score rows × 2048 keys is
-    // 384 KiB, which stays in a 512 KiB-2 MiB L2.
-    t.query_tile = 48;
-    // 128 keys: the chunk of v one register block reads (128 × pv_cols floats, 8-32 KiB) stays in
-    // L1.
-    t.key_chunk = 128;
-    // Prefill reductions run along queries, so the key range may end at any key.
-    t.mask_key_block = 1;
-  } else {
-    // Few queries: stages run along keys or features, never across queries, so Sq == 1 wastes no
-    // lanes. Fields not set here stay 0 (unused by the decode schedule).
-    // 4 vector accumulators: independent FMA chains within one key's row, which is read front to
-    // back (interleaving 4-8 rows of k, one chain each, read k at 7-9 GB/s on one core in a
-    // harness, one row at a time at 15).
-    t.dot_lanes = 4 * t.vector;
-    t.query_tile = t.vector;
-    // Decode reductions vectorize along keys: ranges in whole vectors keep every lane's predicate
-    // the same (a per-lane predicate would scalarize the loop).
-    t.mask_key_block = t.vector;
-  }
-  return t;
+  const bool avx512 = target.arch == Target::X86 && target.natural_vector_size<float>() >= 16;
+  const bool aarch64 = target.arch == Target::ARM && target.bits == 64;
+  return avx512 || aarch64 ? 32 : 16;
+}
+
+// The target's default tiling (kernel_contract.h, which the runtime's split rules read too).
+inline CpuTiling cpu_tiling(const Halide::Target& target, bool wide_queries) {
+  return attention_contract::cpu_tiling(target.natural_vector_size<float>(),
+                                        vector_registers(target), wide_queries);
 }
 
 // Prefill P·V. Each head's v is copied once into an aligned buffer whose rows are padded with zeros
@@ -276,10 +241,10 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
   schedule_split_combine(f, t, tile);
 }
 
-// Schedules out and logsumexp (both pipeline outputs) and every stage they consume.
-inline void schedule_sdpa_cpu(SdpaFuncs& f, const Halide::Target& target, bool wide_queries) {
+// Schedules out and logsumexp (both pipeline outputs) and every stage they consume, with tiling
+// `t` (prefill's when wide_queries, else decode's).
+inline void schedule_sdpa_cpu(SdpaFuncs& f, const CpuTiling& t, bool wide_queries) {
   using namespace Halide;
-  const CpuTiling t = cpu_tiling(target, wide_queries);
   const AttentionVars& x = f.vars;
   Var tile("tile"), i_in("i_in");
 

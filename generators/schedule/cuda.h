@@ -14,30 +14,24 @@
 #include "Halide.h"
 #include "algorithm/linear.h"
 #include "algorithm/sdpa.h"
+#include "contract/kernel_contract.h"
 
 namespace attention_gen {
 
-struct GpuTiling {
-  int query_tile;       // queries per block
-  int key_threads;      // Q·Kᵀ threads along the keys (× query_tile threads in all)
-  int feature_threads;  // P·V and combine threads along the value features
-  int key_block;        // masked: keys per skipped-or-kept block (MaskInputs::key_block)
-};
+using attention_contract::GpuApi;
+using attention_contract::GpuTiling;
 
-inline GpuTiling gpu_tiling(bool wide_queries) {
-  GpuTiling t{};
-  // 16 queries × 16 keys (prefill) or 2 × 128 (decode): 256 threads per block for Q·Kᵀ.
-  t.query_tile = wide_queries ? 16 : 2;
-  t.key_threads = 256 / t.query_tile;
-  t.feature_threads = 32;  // one warp along a row of v or out: coalesced
-  t.key_block = 1;
-  return t;
+inline GpuApi gpu_api(const Halide::Target& target) {
+  return target.has_feature(Halide::Target::CUDA) ? GpuApi::CUDA : GpuApi::OpenCL;
 }
 
-inline void schedule_sdpa_gpu(SdpaFuncs& f, const Halide::Target& target, bool wide_queries) {
+// The target's tiling (kernel_contract.h, which the runtime's split rules read too).
+inline GpuTiling gpu_tiling(const Halide::Target& target, bool wide_queries) {
+  return attention_contract::gpu_tiling(gpu_api(target), wide_queries);
+}
+
+inline void schedule_sdpa_gpu(SdpaFuncs& f, const GpuTiling& t) {
   using namespace Halide;
-  (void)target;
-  const GpuTiling t = gpu_tiling(wide_queries);
   const AttentionVars& x = f.vars;
   Var tile("tile"), i_in("i_in"), hb("hb"), c_out("c_out"), c_in("c_in"), j_out("j_out"),
       j_in("j_in"), d_out("d_out"), d_in("d_in");

@@ -5,7 +5,8 @@
 #include <algorithm>
 
 #include "attention/attention.h"
-#include "attention_cpu_target.h"
+#include "attention_kernel_info.h"
+#include "kernel_choice.h"
 
 namespace attention {
 namespace {
@@ -76,17 +77,38 @@ int num_threads() {
   return halide_get_num_threads();
 }
 
-std::string cpu_kernel_target() {
-  // A kernel built for the same targets as every other writes its own target string: the
+std::string cpu_kernel_target() { return detail::cpu_kernel_info().target; }
+
+namespace detail {
+
+const CpuKernelInfo& cpu_kernel_info() {
+  // A kernel built for the same targets as every other reports its own target and tilings: the
   // dispatch that picks it is the one that picks theirs.
-  static const std::string target = [] {
-    constexpr int kBytes = 256;  // the generator's output extent (it checks it)
+  static const CpuKernelInfo info = [] {
+    constexpr int kBytes = 256;  // the generator's output extents (it checks them)
     Halide::Runtime::Buffer<uint8_t> name(kBytes);
-    if (attention_cpu_target(nullptr, name.raw_buffer()) != 0) return std::string("unknown");
+    Halide::Runtime::Buffer<int32_t> tiling(CpuTiling::kFields, 2);
+    CpuKernelInfo result;
+    if (attention_kernel_info(nullptr, name.raw_buffer(), tiling.raw_buffer()) != 0) {
+      // Never seen; any split is still correct with these, merely less even.
+      result.target = "unknown";
+      result.prefill = attention_contract::cpu_tiling(4, 16, true);
+      result.decode = attention_contract::cpu_tiling(4, 16, false);
+      return result;
+    }
     const char* text = reinterpret_cast<const char*>(name.data());
-    return std::string(text, std::find(text, text + kBytes, '\0'));
+    result.target.assign(text, std::find(text, text + kBytes, '\0'));
+    std::array<int, CpuTiling::kFields> fields[2];
+    for (int which = 0; which < 2; ++which) {
+      for (int f = 0; f < CpuTiling::kFields; ++f) fields[which][f] = tiling(f, which);
+    }
+    result.prefill = CpuTiling::from_fields(fields[0]);
+    result.decode = CpuTiling::from_fields(fields[1]);
+    return result;
   }();
-  return target;
+  return info;
 }
+
+}  // namespace detail
 
 }  // namespace attention

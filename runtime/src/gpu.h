@@ -4,6 +4,7 @@
 
 #include <HalideRuntime.h>
 
+#include <tuple>
 #include <vector>
 
 #include "attention/attention.h"
@@ -52,6 +53,12 @@ class GpuCall {
     const int code = kernel(&call_, args...);
     if (code != 0) return failure(kernel_name, code);
     return finish();
+  }
+  // run with the arguments in parts (tuples), concatenated in order (see run_kernel_parts).
+  template <typename Kernel, typename... Parts>
+  Status run_parts(const char* kernel_name, Kernel kernel, const Parts&... parts) {
+    return std::apply([&](auto... args) { return run(kernel_name, kernel, args...); },
+                      std::tuple_cat(parts...));
   }
 
  private:

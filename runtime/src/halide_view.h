@@ -6,6 +6,7 @@
 
 #include <mutex>
 #include <string>
+#include <tuple>
 
 #include "attention/attention.h"
 
@@ -43,6 +44,14 @@ Status run_kernel(const char* kernel_name, Kernel kernel, Args... args) {
   if (code == 0) return Status::ok_status();
   return Status::invalid(std::string("internal: kernel ") + kernel_name + " failed (code " +
                          std::to_string(code) + "): " + call.error);
+}
+
+// run_kernel with the arguments in parts (tuples), concatenated in order: e.g. the inputs, then
+// MaskArgs::arguments(), then key_split and the outputs.
+template <typename Kernel, typename... Parts>
+Status run_kernel_parts(const char* kernel_name, Kernel kernel, const Parts&... parts) {
+  return std::apply([&](auto... args) { return run_kernel(kernel_name, kernel, args...); },
+                    std::tuple_cat(parts...));
 }
 
 }  // namespace attention::detail

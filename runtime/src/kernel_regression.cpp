@@ -7,8 +7,7 @@
 #include "attention/attention.h"
 #include "halide_view.h"
 #include "kernel_choice.h"
-#include "nadaraya_watson_f32_decode.h"
-#include "nadaraya_watson_f32_prefill.h"
+#include "kernel_table.h"
 #include "tensor_util.h"
 #include "validate.h"
 
@@ -73,12 +72,11 @@ Status nadaraya_watson_attention(const TensorView& queries, const TensorView& ke
   detail::HalideView hq(detail::with_one_head(queries)), hk(detail::with_one_head(keys)),
       hv(detail::with_one_head(values)), hout(detail::with_one_head(out)),
       hlws(detail::with_one_head(lws));
-  const detail::KernelChoice choice = detail::choose_kernel(B, 1, Sq, Sk);
-  return detail::run_kernel(
-      choice.prefill ? "nadaraya_watson_f32_prefill" : "nadaraya_watson_f32_decode",
-      choice.prefill ? nadaraya_watson_f32_prefill : nadaraya_watson_f32_decode, hq.get(), hk.get(),
-      hv.get(), inverse_bandwidth_squared, kernel, values_finite, choice.key_split, hout.get(),
-      hlws.get());
+  const auto& row = detail::nadaraya_watson_row();
+  const detail::KernelChoice choice = detail::choose_kernel(row.prefill.name, B, 1, Sq, Sk);
+  const auto& fn = row[choice];
+  return detail::run_kernel(fn.name, fn.fn, hq.get(), hk.get(), hv.get(), inverse_bandwidth_squared,
+                            kernel, values_finite, choice.key_split, hout.get(), hlws.get());
 }
 
 }  // namespace attention

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <tuple>
 #include <vector>
 
 #include "attention/attention.h"
@@ -33,6 +34,16 @@ class MaskArgs {
   halide_buffer_t* bool_mask() { return bool_mask_view_.get(); }
   halide_buffer_t* additive_mask() { return additive_mask_view_.get(); }
   halide_buffer_t* alibi_slopes() { return slopes_view_.get(); }
+  // Every masked kernel's mask arguments, in the order the generators declare them
+  // (generators/generator_inputs.h, MaskArguments): written out here only, and spliced into a
+  // call's arguments with run_kernel_parts / GpuCall::run_parts.
+  using Arguments = std::tuple<halide_buffer_t*, halide_buffer_t*, int32_t, int32_t, int32_t, bool,
+                               halide_buffer_t*, halide_buffer_t*, halide_buffer_t*, float, bool>;
+  Arguments arguments(bool values_finite) {
+    return {key_lengths(), query_lengths(), diag_offset,    band_back, band_forward, has_bias,
+            bool_mask(),   additive_mask(), alibi_slopes(), softcap,   values_finite};
+  }
+
   // The two mask tensors as given (device memory in a CUDA call), or the neutral host ones.
   HalideView& bool_mask_view() { return bool_mask_view_; }
   HalideView& additive_mask_view() { return additive_mask_view_; }

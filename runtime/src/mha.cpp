@@ -12,16 +12,9 @@
 #include "gpu.h"
 #include "halide_view.h"
 #include "kernel_choice.h"
+#include "kernel_table.h"
 #include "linear.h"
 #include "mask_args.h"
-#include "mha_f32.h"
-#include "mha_f32_masked.h"
-#if ATTENTION_GPU
-#include "mha_f32_cuda.h"
-#include "mha_f32_masked_cuda.h"
-#include "mha_f32_masked_opencl.h"
-#include "mha_f32_opencl.h"
-#endif
 #include "tensor_util.h"
 #include "validate.h"
 
@@ -261,17 +254,17 @@ Status run_mha_gpu(detail::Run run, const TensorView& x_q, const TensorView& x_k
   ATTENTION_RETURN_IF_ERROR(call.output(hout.get(), out.device));
   ATTENTION_RETURN_IF_ERROR(call.scratch(hlse.get()));
   ATTENTION_RETURN_IF_ERROR(call.mask_inputs(mask, m));
-  const bool masked = !m.empty();
-  const bool cuda = run == detail::Run::CUDA;
-  const auto kernel = masked ? (cuda ? mha_f32_masked_cuda : mha_f32_masked_opencl)
-                             : (cuda ? mha_f32_cuda : mha_f32_opencl);
-  return call.run(cuda ? "mha (CUDA)" : "mha (OpenCL)", kernel, hx_q.get(), hx_kv.get(), hw_q.get(),
-                  hb_q.get(), hw_k.get(), hb_k.get(), hw_v.get(), hb_v.get(), hw_o.get(),
-                  hb_o.get(), static_cast<int32_t>(s.H), static_cast<int32_t>(s.Hkv), scale,
-                  mask.key_lengths(), mask.query_lengths(), mask.diag_offset, mask.band_back,
-                  mask.band_forward, mask.has_bias, mask.bool_mask(), mask.additive_mask(),
-                  mask.alibi_slopes(), mask.softcap,
-                  /*values_finite=*/false, detail::gpu_max_key_split(s.D), hout.get(), hlse.get());
+  const detail::MhaRow& row = detail::mha_row(run);
+  const auto call_kernel = [&](const auto& kernel) {
+    const int32_t key_split = detail::gpu_prefill_key_split(kernel.name, s.D);
+    return call.run_parts(kernel.name, kernel.fn,
+                          std::tuple(hx_q.get(), hx_kv.get(), hw_q.get(), hb_q.get(), hw_k.get(),
+                                     hb_k.get(), hw_v.get(), hb_v.get(), hw_o.get(), hb_o.get(),
+                                     static_cast<int32_t>(s.H), static_cast<int32_t>(s.Hkv), scale),
+                          mask.arguments(/*values_finite=*/false),
+                          std::tuple(key_split, hout.get(), hlse.get()));
+  };
+  return m.empty() ? call_kernel(row.plain) : call_kernel(row.masked);
 }
 #endif
 
@@ -331,14 +324,18 @@ Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
       hb_v(detail::dense_bias(p.bv, kv, bias_storage[2])),
       hb_o(detail::dense_bias(weights.out_proj_bias, s.E, bias_storage[3])), hout(out), hlse(lse);
   // Calls without masks take the variant without masking code (same arguments, masks ignored).
-  const bool masked = !options.mask.empty();
-  ATTENTION_RETURN_IF_ERROR(detail::run_kernel(
-      masked ? "mha_f32_masked" : "mha_f32", masked ? mha_f32_masked : mha_f32, hx_q.get(),
-      hx_kv.get(), hw_q.get(), hb_q.get(), hw_k.get(), hb_k.get(), hw_v.get(), hb_v.get(),
-      hw_o.get(), hb_o.get(), static_cast<int32_t>(s.H), static_cast<int32_t>(s.Hkv), scale,
-      mask.key_lengths(), mask.query_lengths(), mask.diag_offset, mask.band_back, mask.band_forward,
-      mask.has_bias, mask.bool_mask(), mask.additive_mask(), mask.alibi_slopes(), mask.softcap,
-      values_finite, detail::prefill_key_split(s.Sk), hout.get(), hlse.get()));
+  const detail::MhaRow& row = detail::mha_row(detail::Run::CPU);
+  const auto call_kernel = [&](const auto& kernel) {
+    return detail::run_kernel_parts(
+        kernel.name, kernel.fn,
+        std::tuple(hx_q.get(), hx_kv.get(), hw_q.get(), hb_q.get(), hw_k.get(), hb_k.get(),
+                   hw_v.get(), hb_v.get(), hw_o.get(), hb_o.get(), static_cast<int32_t>(s.H),
+                   static_cast<int32_t>(s.Hkv), scale),
+        mask.arguments(values_finite),
+        std::tuple(detail::prefill_key_split(kernel.name, s.Sk), hout.get(), hlse.get()));
+  };
+  ATTENTION_RETURN_IF_ERROR(options.mask.empty() ? call_kernel(row.plain)
+                                                 : call_kernel(row.masked));
   if (!detail::given(options.attention_weights)) return Status::ok_status();
 
   // Per head into the caller's view, or into scratch that is then averaged over heads.

@@ -4,12 +4,11 @@
 #include <string>
 #include <vector>
 
-#include "additive_f32_decode.h"
-#include "additive_f32_prefill.h"
 #include "attention/attention.h"
 #include "attention_weights.h"
 #include "halide_view.h"
 #include "kernel_choice.h"
+#include "kernel_table.h"
 #include "linear.h"
 #include "mask_args.h"
 #include "tensor_util.h"
@@ -181,14 +180,14 @@ Status additive_attention(const TensorView& q, const TensorView& k, const Tensor
       hv(detail::with_one_head(v)), hout(detail::with_one_head(out)),
       hlse(detail::with_one_head(lse)), hw(TensorView::contiguous(w_a.data(), {A}));
   const float temperature = 1.0f;
-  const detail::KernelChoice choice = detail::choose_kernel(s.B, 1, s.Sq, s.Sk);
+  const auto& row = detail::additive_row();
+  const detail::KernelChoice choice = detail::choose_kernel(row.prefill.name, s.B, 1, s.Sq, s.Sk);
   const bool values_finite = choice.prefill && detail::all_finite(v);  // as for masked SDPA
-  ATTENTION_RETURN_IF_ERROR(detail::run_kernel(
-      choice.prefill ? "additive_f32_prefill" : "additive_f32_decode",
-      choice.prefill ? additive_f32_prefill : additive_f32_decode, hq.get(), hk.get(), hv.get(),
-      temperature, mask.key_lengths(), mask.query_lengths(), mask.diag_offset, mask.band_back,
-      mask.band_forward, mask.has_bias, mask.bool_mask(), mask.additive_mask(), mask.alibi_slopes(),
-      mask.softcap, values_finite, hw.get(), choice.key_split, hout.get(), hlse.get()));
+  const auto& kernel = row[choice];
+  ATTENTION_RETURN_IF_ERROR(detail::run_kernel_parts(
+      kernel.name, kernel.fn, std::tuple(hq.get(), hk.get(), hv.get(), temperature),
+      mask.arguments(values_finite),
+      std::tuple(hw.get(), choice.key_split, hout.get(), hlse.get())));
   if (options.weights.data == nullptr) return Status::ok_status();
   return run_weights(q_a, k_a, v, w_a, lse, options);
 }

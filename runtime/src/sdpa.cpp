@@ -4,27 +4,15 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "attention/attention.h"
 #include "gpu.h"
 #include "halide_view.h"
 #include "kernel_choice.h"
+#include "kernel_table.h"
 #include "mask_args.h"
-#include "sdpa_f32_decode.h"
-#include "sdpa_f32_masked_decode.h"
-#include "sdpa_f32_masked_prefill.h"
-#include "sdpa_f32_prefill.h"
-#if ATTENTION_GPU
-#include "sdpa_f32_decode_cuda.h"
-#include "sdpa_f32_decode_opencl.h"
-#include "sdpa_f32_masked_decode_cuda.h"
-#include "sdpa_f32_masked_decode_opencl.h"
-#include "sdpa_f32_masked_prefill_cuda.h"
-#include "sdpa_f32_masked_prefill_opencl.h"
-#include "sdpa_f32_prefill_cuda.h"
-#include "sdpa_f32_prefill_opencl.h"
-#endif
 #include "tensor_util.h"
 #include "validate.h"
 
@@ -73,28 +61,17 @@ Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorVie
 }
 
 #if ATTENTION_GPU
-// The GPU kernels of one backend (schedule/cuda.h), with the CPU kernels' signatures.
-struct GpuSdpaKernels {
-  decltype(&sdpa_f32_prefill) prefill, decode;
-  decltype(&sdpa_f32_masked_prefill) masked_prefill, masked_decode;
-};
-
-const GpuSdpaKernels& gpu_kernels(detail::Run run) {
-  static const GpuSdpaKernels cuda{sdpa_f32_prefill_cuda, sdpa_f32_decode_cuda,
-                                   sdpa_f32_masked_prefill_cuda, sdpa_f32_masked_decode_cuda};
-  static const GpuSdpaKernels opencl{sdpa_f32_prefill_opencl, sdpa_f32_decode_opencl,
-                                     sdpa_f32_masked_prefill_opencl, sdpa_f32_masked_decode_opencl};
-  return run == detail::Run::CUDA ? cuda : opencl;
-}
-
 // A GPU call (Sk >= 1). `lse` may be absent: the kernel then writes device scratch. The masked
 // kernels always take the NaN-safe P·V (values_finite = false): the GPU schedule has one form.
 Status run_gpu(detail::Run run, const TensorView& q, const TensorView& k, const TensorView& v,
                const TensorView& out, const TensorView& lse, float scale, const MaskOptions& m) {
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   const int64_t Sk = k.shape[2];
-  const detail::KernelChoice choice = detail::choose_gpu_kernel(B, H, Sq, Sk, D);
-  const GpuSdpaKernels& kernels = gpu_kernels(run);
+  const detail::SdpaRow& row = detail::sdpa_row(run);
+  // Each pair splits by its own kernels' tilings.
+  const auto choose = [&](const auto& pair) {
+    return detail::choose_gpu_kernel(pair.prefill.name, pair.decode.name, B, H, Sq, Sk, D);
+  };
   // The buffers outlive `call`, whose destructor releases their device memory.
   detail::HalideView hq(q), hk(k), hv(v), hout(out);
   const bool lse_given = detail::given(lse);
@@ -108,17 +85,18 @@ Status run_gpu(detail::Run run, const TensorView& q, const TensorView& k, const 
   ATTENTION_RETURN_IF_ERROR(call.output(hout.get(), out.device));
   ATTENTION_RETURN_IF_ERROR(lse_given ? call.output(hlse.get(), lse.device)
                                       : call.scratch(hlse.get()));
-  const char* name = run == detail::Run::CUDA ? "sdpa (CUDA)" : "sdpa (OpenCL)";
+  const auto inputs = std::tuple(hq.get(), hk.get(), hv.get(), scale);
   if (m.empty()) {
-    return call.run(name, choice.prefill ? kernels.prefill : kernels.decode, hq.get(), hk.get(),
-                    hv.get(), scale, choice.key_split, hout.get(), hlse.get());
+    const detail::KernelChoice choice = choose(row.plain);
+    const auto& kernel = row.plain[choice];
+    return call.run_parts(kernel.name, kernel.fn, inputs,
+                          std::tuple(choice.key_split, hout.get(), hlse.get()));
   }
   ATTENTION_RETURN_IF_ERROR(call.mask_inputs(*mask, m));
-  return call.run(name, choice.prefill ? kernels.masked_prefill : kernels.masked_decode, hq.get(),
-                  hk.get(), hv.get(), scale, mask->key_lengths(), mask->query_lengths(),
-                  mask->diag_offset, mask->band_back, mask->band_forward, mask->has_bias,
-                  mask->bool_mask(), mask->additive_mask(), mask->alibi_slopes(), mask->softcap,
-                  /*values_finite=*/false, choice.key_split, hout.get(), hlse.get());
+  const detail::KernelChoice choice = choose(row.masked);
+  const auto& kernel = row.masked[choice];
+  return call.run_parts(kernel.name, kernel.fn, inputs, mask->arguments(/*values_finite=*/false),
+                        std::tuple(choice.key_split, hout.get(), hlse.get()));
 }
 #else
 Status run_gpu(detail::Run, const TensorView&, const TensorView&, const TensorView&,
@@ -132,16 +110,15 @@ Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Sk = k.shape[2];
   detail::MaskArgs mask(m, B, H, Sq, Sk);
   detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
-  const detail::KernelChoice choice = detail::choose_kernel(B, H, Sq, Sk);
+  const auto& row = detail::sdpa_row(detail::Run::CPU).masked;
+  const detail::KernelChoice choice = detail::choose_kernel(row.prefill.name, B, H, Sq, Sk);
   // A non-finite v at a hidden key would reach rows through 0 · NaN; prefill's plain P·V is only
   // safe without them (decode always takes the safe form and ignores the flag).
   const bool values_finite = choice.prefill && detail::all_finite(v);
-  return detail::run_kernel(
-      choice.prefill ? "sdpa_f32_masked_prefill" : "sdpa_f32_masked_decode",
-      choice.prefill ? sdpa_f32_masked_prefill : sdpa_f32_masked_decode, hq.get(), hk.get(),
-      hv.get(), scale, mask.key_lengths(), mask.query_lengths(), mask.diag_offset, mask.band_back,
-      mask.band_forward, mask.has_bias, mask.bool_mask(), mask.additive_mask(), mask.alibi_slopes(),
-      mask.softcap, values_finite, choice.key_split, hout.get(), hlse.get());
+  const auto& kernel = row[choice];
+  return detail::run_kernel_parts(
+      kernel.name, kernel.fn, std::tuple(hq.get(), hk.get(), hv.get(), scale),
+      mask.arguments(values_finite), std::tuple(choice.key_split, hout.get(), hlse.get()));
 }
 
 }  // namespace
@@ -176,10 +153,11 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
   const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
   if (!options.mask.empty()) return run_masked(q, k, v, out, lse, scale, options.mask);
   detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
-  const detail::KernelChoice choice = detail::choose_kernel(B, H, Sq, k.shape[2]);
-  return detail::run_kernel(choice.prefill ? "sdpa_f32_prefill" : "sdpa_f32_decode",
-                            choice.prefill ? sdpa_f32_prefill : sdpa_f32_decode, hq.get(), hk.get(),
-                            hv.get(), scale, choice.key_split, hout.get(), hlse.get());
+  const auto& row = detail::sdpa_row(detail::Run::CPU).plain;
+  const detail::KernelChoice choice = detail::choose_kernel(row.prefill.name, B, H, Sq, k.shape[2]);
+  const auto& kernel = row[choice];
+  return detail::run_kernel(kernel.name, kernel.fn, hq.get(), hk.get(), hv.get(), scale,
+                            choice.key_split, hout.get(), hlse.get());
 }
 
 }  // namespace attention

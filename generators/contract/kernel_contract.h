@@ -1,0 +1,308 @@
+// The contract between the SDPA-family generators and the runtime that calls their kernels: the
+// tilings the schedules use and the rules that pick a kernel and its key split from a call's shape.
+// Both sides include this header (it needs nothing but the standard library), so a rule cannot
+// assume a tile the schedule does not have. The runtime learns which CPU tiling runs from the
+// generated kernel_info kernel (generators/probe_generator.cpp), built for the kernels' targets.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <iterator>
+#include <string>
+
+namespace attention_contract {
+
+// CPU register and cache blocking (generators/schedule/cpu.h).
+struct CpuTiling {
+  int vector;          // fp32 lanes per vector register
+  int score_queries;   // prefill Q·Kᵀ register block: queries (a multiple of vector)
+  int score_keys;      // prefill Q·Kᵀ register block: keys
+  int dot_lanes;       // decode Q·Kᵀ: partial sums per dot product (a multiple of vector)
+  int pv_rows;         // prefill P·V register block: query rows
+  int pv_cols;         // prefill P·V register block: value features (a multiple of vector)
+  int query_tile;      // queries per work item
+  int key_chunk;       // prefill: keys per P·V pass over a tile
+  int mask_key_block;  // masked: keys per skipped-or-kept block (MaskInputs::key_block)
+
+  static constexpr int kFields = 9;
+  constexpr std::array<int, kFields> fields() const {
+    return {vector,  score_queries, score_keys, dot_lanes,     pv_rows,
+            pv_cols, query_tile,    key_chunk,  mask_key_block};
+  }
+  static constexpr CpuTiling from_fields(const std::array<int, kFields>& f) {
+    return {f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8]};
+  }
+  bool operator==(const CpuTiling& other) const { return fields() == other.fields(); }
+};
+
+// The default tiling of a CPU with `vector` fp32 lanes per register and `registers` vector
+// registers (AVX-512 and AArch64 32, SSE/AVX2 16). wide_queries: prefill (many queries);
+// otherwise decode (one or two queries).
+constexpr CpuTiling cpu_tiling(int vector, int registers, bool wide_queries) {
+  CpuTiling t{};
+  t.vector = vector;
+  const bool many_registers = registers >= 32;
+  if (wide_queries) {
+    // 32 regs: 3 query vectors × 8 keys = 24 accumulators + 3 q loads + 1 k broadcast.
+    // 16 regs: 2 query vectors × 6 keys = 12 accumulators + 2 q loads + 1 k broadcast.
+    t.score_queries = (many_registers ? 3 : 2) * vector;
+    t.score_keys = many_registers ? 8 : 6;
+    // 32 regs: 6 rows × 4 value vectors = 24 accumulators; 16 regs: 6 × 2 = 12 (+ loads,
+    // broadcast).
+    t.pv_rows = 6;
+    t.pv_cols = (many_registers ? 4 : 2) * vector;
+    // 48 is a multiple of every score_queries above and of pv_rows; 48 score rows × 2048 keys is
+    // 384 KiB, which stays in a 512 KiB-2 MiB L2.
+    t.query_tile = 48;
+    // 128 keys: the chunk of v one register block reads (128 × pv_cols floats, 8-32 KiB) stays in
+    // L1.
+    t.key_chunk = 128;
+    // Prefill reductions run along queries, so the key range may end at any key.
+    t.mask_key_block = 1;
+  } else {
+    // Few queries: stages run along keys or features, never across queries, so Sq == 1 wastes no
+    // lanes. Fields not set here stay 0 (unused by the decode schedule).
+    // 4 vector accumulators: independent FMA chains within one key's row, which is read front to
+    // back (interleaving 4-8 rows of k, one chain each, read k at 7-9 GB/s on one core in a
+    // harness, one row at a time at 15).
+    t.dot_lanes = 4 * vector;
+    t.query_tile = vector;
+    // Decode reductions vectorize along keys: ranges in whole vectors keep every lane's predicate
+    // the same (a per-lane predicate would scalarize the loop).
+    t.mask_key_block = vector;
+  }
+  return t;
+}
+
+// GPU tiling (generators/schedule/cuda.h), per API so CUDA and OpenCL can be tuned apart.
+enum class GpuApi { CUDA, OpenCL };
+
+struct GpuTiling {
+  int query_tile;       // queries per block
+  int key_threads;      // Q·Kᵀ threads along the keys (× query_tile threads in all)
+  int feature_threads;  // P·V and combine threads along the value features
+  int key_block;        // masked: keys per skipped-or-kept block (MaskInputs::key_block)
+};
+
+constexpr GpuTiling gpu_tiling(GpuApi api, bool wide_queries) {
+  (void)api;  // one tiling for both today
+  GpuTiling t{};
+  // 16 queries × 16 keys (prefill) or 2 × 128 (decode): 256 threads per block for Q·Kᵀ.
+  t.query_tile = wide_queries ? 16 : 2;
+  t.key_threads = 256 / t.query_tile;
+  t.feature_threads = 32;  // one warp along a row of v or out: coalesced
+  t.key_block = 1;
+  return t;
+}
+
+// ---- Kernel choice and key splits. They depend on the shape only, never on the thread count, so
+// results stay bit-identical for any number of threads.
+
+// Up to this many query rows the decode kernel (dot products along d, no query reuse) beats the
+// prefill kernel (register blocks of 16-48 queries); measured crossover on AVX2 at Sk = 4096,
+// D = 128: Sq = 1: 7.5 vs 13.3 ms, Sq = 2: 10.0 vs 13.7, Sq = 3: 14.6 vs 12.6, Sq = 8: 17.7
+// vs 14.0.
+inline constexpr int64_t kDecodeMaxQueries = 2;
+
+// Split-KV for the CPU decode kernels: each (key split, head, batch) is one parallel work item.
+// Keys are split until there are about kDecodeWorkItems items (enough for every core of a large
+// machine to get one, and uneven finishing times to even out on a small one), but no split is
+// shorter than kMinSplitKeys keys, whose K and V rows dwarf the Dv + 1 floats each split hands to
+// the combine. Split lengths are multiples of kSplitKeyMultiple, itself a multiple of every
+// decode tiling's mask_key_block (the masked kernels skip keys in whole blocks).
+inline constexpr int64_t kDecodeWorkItems = 64;
+inline constexpr int64_t kMinSplitKeys = 512;
+inline constexpr int64_t kSplitKeyMultiple = 64;
+
+constexpr int32_t decode_key_split(int64_t B, int64_t H, int64_t Sk) {
+  const int64_t items = std::max<int64_t>(B * H, 1);
+  const int64_t splits = std::clamp<int64_t>((kDecodeWorkItems + items - 1) / items, 1,
+                                             (Sk + kMinSplitKeys - 1) / kMinSplitKeys);
+  const int64_t keys = (Sk + splits - 1) / splits;
+  return static_cast<int32_t>((keys + kSplitKeyMultiple - 1) / kSplitKeyMultiple *
+                              kSplitKeyMultiple);
+}
+
+// Prefill walks each query tile's keys in splits of about kPrefillSplitKeys (an online softmax
+// over key blocks), so the tile's score and weight buffers (query_tile × split) stay in L2 however
+// long the sequence. Splits are as even as whole score register blocks (tiling.score_keys keys)
+// allow: a split that is not a whole number of blocks computes the rest of its last block anyway.
+inline constexpr int64_t kPrefillSplitKeys = 512;
+
+constexpr int32_t prefill_key_split(int64_t Sk, const CpuTiling& prefill) {
+  const int64_t splits = std::max<int64_t>((Sk + kPrefillSplitKeys - 1) / kPrefillSplitKeys, 1);
+  const int64_t keys = (Sk + splits - 1) / splits;
+  const int64_t block = std::max(prefill.score_keys, 1);
+  return static_cast<int32_t>((keys + block - 1) / block * block);
+}
+
+// GPU: a split's k is staged whole in shared memory beside the tile's scaled q and its scores and
+// weights. Splits are multiples of kGpuSplitKeyMultiple keys, at most kGpuMaxSplitKeys, and as
+// long as keeps that footprint within kGpuSharedBudget (below CUDA's 48 KiB per block without
+// opt-in, leaving room for Halide's own shared allocations).
+inline constexpr int64_t kGpuSharedBudget = 36 * 1024;
+inline constexpr int32_t kGpuSplitKeyMultiple = 16;
+inline constexpr int32_t kGpuMaxSplitKeys = 64;
+// Decode splits the keys further when that leaves fewer than about kGpuDecodeBlocks blocks (a few
+// per SM of a large GPU): every split is a block.
+inline constexpr int64_t kGpuDecodeBlocks = 512;
+
+constexpr int64_t gpu_shared_bytes(const GpuTiling& t, int64_t D, int64_t split_keys) {
+  return 4 * (t.query_tile * D + split_keys * D + 2 * t.query_tile * split_keys);
+}
+
+// The longest split whose shared memory fits (kGpuSplitKeyMultiple keys at least, whatever D).
+constexpr int32_t gpu_max_key_split(const GpuTiling& t, int64_t D) {
+  int32_t keys = kGpuMaxSplitKeys;
+  while (keys > kGpuSplitKeyMultiple && gpu_shared_bytes(t, D, keys) > kGpuSharedBudget) keys /= 2;
+  return keys;
+}
+
+// ---- Tiling parameters: every tiling choice is a GeneratorParam of the SDPA-family generators
+// (the tuner's search space), named as below; 0 or absent takes the target's default. The build
+// records each kernel's parameters, so the runtime applies the same overrides to its split rules.
+
+struct CpuTilingParam {
+  const char* name;
+  int CpuTiling::*field;
+};
+inline constexpr CpuTilingParam kCpuTilingParams[] = {{"score_queries", &CpuTiling::score_queries},
+                                                      {"score_keys", &CpuTiling::score_keys},
+                                                      {"dot_lanes", &CpuTiling::dot_lanes},
+                                                      {"pv_rows", &CpuTiling::pv_rows},
+                                                      {"pv_cols", &CpuTiling::pv_cols},
+                                                      {"query_tile", &CpuTiling::query_tile},
+                                                      {"key_chunk", &CpuTiling::key_chunk}};
+inline constexpr int kCpuTilingParamCount = std::size(kCpuTilingParams);
+
+struct GpuTilingParam {
+  const char* name;
+  int GpuTiling::*field;
+};
+inline constexpr GpuTilingParam kGpuTilingParams[] = {
+    {"gpu_query_tile", &GpuTiling::query_tile},
+    {"gpu_feature_threads", &GpuTiling::feature_threads}};
+inline constexpr int kGpuTilingParamCount = std::size(kGpuTilingParams);
+
+// `t` with the non-zero values[i] of kCpuTilingParams[i] in place of its fields.
+inline CpuTiling with_overrides(CpuTiling t, const std::array<int, kCpuTilingParamCount>& values) {
+  for (int i = 0; i < kCpuTilingParamCount; ++i) {
+    if (values[i] != 0) t.*kCpuTilingParams[i].field = values[i];
+  }
+  return t;
+}
+
+inline GpuTiling with_overrides(GpuTiling t, const std::array<int, kGpuTilingParamCount>& values) {
+  for (int i = 0; i < kGpuTilingParamCount; ++i) {
+    if (values[i] != 0) t.*kGpuTilingParams[i].field = values[i];
+  }
+  t.key_threads = t.query_tile > 0 ? 256 / t.query_tile : 0;  // 256 Q·Kᵀ threads per block
+  return t;
+}
+
+// Why the schedule cannot honour tiling `t` on a CPU with `registers` vector registers, naming the
+// parameter; "" when it can. Register blocks must be whole vectors, fit the register file beside
+// their loads, and tile the query tile exactly.
+inline std::string cpu_tiling_error(const CpuTiling& t, int registers, bool wide_queries) {
+  const auto v = [](int x) { return std::to_string(x); };
+  if (!wide_queries) {
+    if (t.dot_lanes <= 0 || t.dot_lanes % t.vector != 0 || t.dot_lanes / t.vector > registers / 2) {
+      return "dot_lanes=" + v(t.dot_lanes) + ": must be a multiple of the " + v(t.vector) +
+             "-lane vector, at most " + v(registers / 2) + " vectors";
+    }
+    return "";
+  }
+  for (const CpuTilingParam& p : kCpuTilingParams) {
+    if (p.field != &CpuTiling::dot_lanes && t.*p.field <= 0) {
+      return std::string(p.name) + "=" + v(t.*p.field) + ": must be positive";
+    }
+  }
+  if (t.score_queries % t.vector != 0) {
+    return "score_queries=" + v(t.score_queries) + ": must be a multiple of the " + v(t.vector) +
+           "-lane vector";
+  }
+  if (t.pv_cols % t.vector != 0) {
+    return "pv_cols=" + v(t.pv_cols) + ": must be a multiple of the " + v(t.vector) +
+           "-lane vector";
+  }
+  const int score_vectors = t.score_queries / t.vector, pv_vectors = t.pv_cols / t.vector;
+  // Accumulators + the query (or value) vectors loaded per step + one broadcast.
+  if (score_vectors * t.score_keys + score_vectors + 1 > registers) {
+    return "score_queries=" + v(t.score_queries) + ", score_keys=" + v(t.score_keys) + ": " +
+           v(score_vectors * t.score_keys + score_vectors + 1) + " vector registers needed, " +
+           v(registers) + " available";
+  }
+  if (t.pv_rows * pv_vectors + pv_vectors + 1 > registers) {
+    return "pv_rows=" + v(t.pv_rows) + ", pv_cols=" + v(t.pv_cols) + ": " +
+           v(t.pv_rows * pv_vectors + pv_vectors + 1) + " vector registers needed, " +
+           v(registers) + " available";
+  }
+  if (t.query_tile % t.score_queries != 0 || t.query_tile % t.pv_rows != 0) {
+    return "query_tile=" + v(t.query_tile) +
+           ": must be a multiple of score_queries=" + v(t.score_queries) +
+           " and pv_rows=" + v(t.pv_rows);
+  }
+  return "";
+}
+
+inline std::string gpu_tiling_error(const GpuTiling& t) {
+  const auto v = [](int x) { return std::to_string(x); };
+  if (t.query_tile <= 0 || 256 % t.query_tile != 0) {
+    return "gpu_query_tile=" + v(t.query_tile) + ": must divide 256 (the Q·Kᵀ threads per block)";
+  }
+  if (t.feature_threads <= 0 || t.feature_threads * t.query_tile > 1024) {
+    return "gpu_feature_threads=" + v(t.feature_threads) +
+           ": times gpu_query_tile=" + v(t.query_tile) + " must be 1..1024 threads per block";
+  }
+  if (gpu_shared_bytes(t, 256, kGpuSplitKeyMultiple) > kGpuSharedBudget) {
+    return "gpu_query_tile=" + v(t.query_tile) + ": the shortest split at D = 256 needs " +
+           v(static_cast<int>(gpu_shared_bytes(t, 256, kGpuSplitKeyMultiple))) +
+           " bytes of shared memory, more than " + v(static_cast<int>(kGpuSharedBudget));
+  }
+  return "";
+}
+
+// The variant that serves a call of Sq queries and its key split: every SDPA-family generator
+// builds both variants with the same arguments, so a call site picks the function and passes
+// key_split once.
+struct KernelChoice {
+  bool prefill;
+  int32_t key_split;
+};
+
+constexpr bool use_prefill(int64_t Sq) { return Sq > kDecodeMaxQueries; }
+
+// `prefill`: the CPU tiling of the prefill variant that runs.
+constexpr KernelChoice choose_cpu_kernel(int64_t B, int64_t H, int64_t Sq, int64_t Sk,
+                                         const CpuTiling& prefill) {
+  if (use_prefill(Sq)) return {true, prefill_key_split(Sk, prefill)};
+  return {false, decode_key_split(B, H, Sk)};
+}
+
+// `prefill` and `decode`: the tilings of the two GPU kernels.
+constexpr KernelChoice choose_gpu_kernel(int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,
+                                         const GpuTiling& prefill, const GpuTiling& decode) {
+  if (use_prefill(Sq)) return {true, gpu_max_key_split(prefill, D)};
+  const int32_t most = gpu_max_key_split(decode, D);
+  const int64_t items = std::max<int64_t>(B * H, 1);
+  const int64_t splits =
+      std::clamp<int64_t>((kGpuDecodeBlocks + items - 1) / items, 1, std::max<int64_t>(Sk, 1));
+  const int64_t keys = (Sk + splits - 1) / splits;
+  const int64_t whole = (keys + kGpuSplitKeyMultiple - 1) / kGpuSplitKeyMultiple;
+  return {false, static_cast<int32_t>(std::clamp<int64_t>(whole * kGpuSplitKeyMultiple,
+                                                          kGpuSplitKeyMultiple, most))};
+}
+
+// What the rules above assume of the default tilings, checked where they are defined.
+static_assert(kSplitKeyMultiple % cpu_tiling(16, 32, false).mask_key_block == 0 &&
+                  kSplitKeyMultiple % cpu_tiling(8, 16, false).mask_key_block == 0 &&
+                  kSplitKeyMultiple % cpu_tiling(4, 32, false).mask_key_block == 0,
+              "decode splits must hold whole mask key blocks");
+static_assert(kGpuSplitKeyMultiple % gpu_tiling(GpuApi::CUDA, true).key_block == 0 &&
+                  kGpuSplitKeyMultiple % gpu_tiling(GpuApi::CUDA, false).key_block == 0,
+              "GPU splits must hold whole mask key blocks");
+static_assert(gpu_shared_bytes(gpu_tiling(GpuApi::CUDA, true), 256, 16) <= kGpuSharedBudget,
+              "the prefill GPU tile must fit D = 256 with the shortest split");
+
+}  // namespace attention_contract

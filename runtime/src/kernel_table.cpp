@@ -1,0 +1,195 @@
+#include "kernel_table.h"
+
+#include <cstdlib>
+#include <map>
+#include <string>
+
+#include "kernel_choice.h"
+#include "kernel_slots.h"
+#if ATTENTION_GPU
+#include "mha_f32_cuda.h"
+#include "mha_f32_masked_cuda.h"
+#include "mha_f32_masked_opencl.h"
+#include "mha_f32_opencl.h"
+#include "sdpa_f32_decode_cuda.h"
+#include "sdpa_f32_decode_opencl.h"
+#include "sdpa_f32_masked_decode_cuda.h"
+#include "sdpa_f32_masked_decode_opencl.h"
+#include "sdpa_f32_masked_prefill_cuda.h"
+#include "sdpa_f32_masked_prefill_opencl.h"
+#include "sdpa_f32_prefill_cuda.h"
+#include "sdpa_f32_prefill_opencl.h"
+#endif
+
+namespace attention::detail {
+namespace {
+
+#define ATTENTION_SLOT(kernel) \
+  { kernel, #kernel }
+
+const SdpaRow kSdpaCpu{
+    {ATTENTION_SLOT(sdpa_f32_prefill), ATTENTION_SLOT(sdpa_f32_decode)},
+    {ATTENTION_SLOT(sdpa_f32_masked_prefill), ATTENTION_SLOT(sdpa_f32_masked_decode)}};
+const MhaRow kMhaCpu{ATTENTION_SLOT(mha_f32), ATTENTION_SLOT(mha_f32_masked)};
+#if ATTENTION_GPU
+const SdpaRow kSdpaCuda{
+    {ATTENTION_SLOT(sdpa_f32_prefill_cuda), ATTENTION_SLOT(sdpa_f32_decode_cuda)},
+    {ATTENTION_SLOT(sdpa_f32_masked_prefill_cuda), ATTENTION_SLOT(sdpa_f32_masked_decode_cuda)}};
+const SdpaRow kSdpaOpenCl{
+    {ATTENTION_SLOT(sdpa_f32_prefill_opencl), ATTENTION_SLOT(sdpa_f32_decode_opencl)},
+    {ATTENTION_SLOT(sdpa_f32_masked_prefill_opencl),
+     ATTENTION_SLOT(sdpa_f32_masked_decode_opencl)}};
+const MhaRow kMhaCuda{ATTENTION_SLOT(mha_f32_cuda), ATTENTION_SLOT(mha_f32_masked_cuda)};
+const MhaRow kMhaOpenCl{ATTENTION_SLOT(mha_f32_opencl), ATTENTION_SLOT(mha_f32_masked_opencl)};
+#endif
+const TilingPair<decltype(&additive_f32_prefill)> kAdditive{ATTENTION_SLOT(additive_f32_prefill),
+                                                            ATTENTION_SLOT(additive_f32_decode)};
+const TilingPair<decltype(&nadaraya_watson_f32_prefill)> kNadarayaWatson{
+    ATTENTION_SLOT(nadaraya_watson_f32_prefill), ATTENTION_SLOT(nadaraya_watson_f32_decode)};
+
+#undef ATTENTION_SLOT
+
+const KernelBuild kBuilds[] = {
+#include "attention_kernel_builds.inc"
+};
+
+const char* backend_name(Run run) {
+  return run == Run::CUDA ? "cuda" : run == Run::OpenCL ? "opencl" : "cpu";
+}
+
+std::vector<Run> backends() {
+#if ATTENTION_GPU
+  return {Run::CPU, Run::CUDA, Run::OpenCL};
+#else
+  return {Run::CPU};
+#endif
+}
+
+}  // namespace
+
+const SdpaRow& sdpa_row(Run run) {
+#if ATTENTION_GPU
+  if (run == Run::CUDA) return kSdpaCuda;
+  if (run == Run::OpenCL) return kSdpaOpenCl;
+#endif
+  (void)run;
+  return kSdpaCpu;
+}
+
+const MhaRow& mha_row(Run run) {
+#if ATTENTION_GPU
+  if (run == Run::CUDA) return kMhaCuda;
+  if (run == Run::OpenCL) return kMhaOpenCl;
+#endif
+  (void)run;
+  return kMhaCpu;
+}
+
+const TilingPair<decltype(&additive_f32_prefill)>& additive_row() { return kAdditive; }
+
+const TilingPair<decltype(&nadaraya_watson_f32_prefill)>& nadaraya_watson_row() {
+  return kNadarayaWatson;
+}
+
+const KernelBuild* find_kernel_build(std::string_view name) {
+  for (const KernelBuild& build : kBuilds) {
+    if (name == build.name) return &build;
+  }
+  return nullptr;
+}
+
+std::string build_param(const KernelBuild& build, std::string_view key) {
+  const std::string_view params = build.params;
+  size_t start = 0;
+  while (start < params.size()) {
+    size_t end = params.find(' ', start);
+    if (end == std::string_view::npos) end = params.size();
+    const std::string_view item = params.substr(start, end - start);
+    if (item.size() > key.size() && item.substr(0, key.size()) == key && item[key.size()] == '=') {
+      return std::string(item.substr(key.size() + 1));
+    }
+    start = end + 1;
+  }
+  return "";
+}
+
+namespace {
+
+bool is_gpu_build(const KernelBuild& build) {
+  const std::string_view targets = build.targets;
+  return targets.find("-cuda") != std::string_view::npos ||
+         targets.find("-opencl") != std::string_view::npos;
+}
+
+template <typename Tiling, typename Param, size_t N>
+Tiling with_build_params(const Tiling& base, const KernelBuild& build, const Param (&params)[N]) {
+  std::array<int, N> values{};
+  for (size_t i = 0; i < N; ++i) {
+    const std::string value = build_param(build, params[i].name);
+    values[i] = value.empty() ? 0 : std::atoi(value.c_str());
+  }
+  return attention_contract::with_overrides(base, values);
+}
+
+bool builds_prefill(const KernelBuild& build) {
+  return build_param(build, "query_tiling") != "decode";
+}
+
+}  // namespace
+
+const CpuTiling& kernel_cpu_tiling(std::string_view kernel) {
+  static const std::map<std::string, CpuTiling, std::less<>> tilings = [] {
+    const CpuKernelInfo& info = cpu_kernel_info();
+    std::map<std::string, CpuTiling, std::less<>> result;
+    for (const KernelBuild& build : kBuilds) {
+      if (is_gpu_build(build)) continue;
+      const CpuTiling& base = builds_prefill(build) ? info.prefill : info.decode;
+      result[build.name] = with_build_params(base, build, attention_contract::kCpuTilingParams);
+    }
+    return result;
+  }();
+  const auto found = tilings.find(kernel);
+  return found != tilings.end() ? found->second : cpu_kernel_info().prefill;
+}
+
+const GpuTiling& kernel_gpu_tiling(std::string_view kernel) {
+  static const std::map<std::string, GpuTiling, std::less<>> tilings = [] {
+    std::map<std::string, GpuTiling, std::less<>> result;
+    for (const KernelBuild& build : kBuilds) {
+      if (!is_gpu_build(build)) continue;
+      const auto api = std::string_view(build.targets).find("-cuda") != std::string_view::npos
+                           ? attention_contract::GpuApi::CUDA
+                           : attention_contract::GpuApi::OpenCL;
+      const GpuTiling base = attention_contract::gpu_tiling(api, builds_prefill(build));
+      result[build.name] = with_build_params(base, build, attention_contract::kGpuTilingParams);
+    }
+    return result;
+  }();
+  // Unknown names never occur (the contract test checks every slot); the prefill default is safe.
+  static const GpuTiling fallback =
+      attention_contract::gpu_tiling(attention_contract::GpuApi::CUDA, true);
+  const auto found = tilings.find(kernel);
+  return found != tilings.end() ? found->second : fallback;
+}
+
+std::vector<KernelSlotInfo> kernel_slots() {
+  std::vector<KernelSlotInfo> slots;
+  for (Run run : backends()) {
+    const std::string backend = backend_name(run);
+    const SdpaRow& sdpa = sdpa_row(run);
+    slots.push_back({"sdpa", backend, "prefill", sdpa.plain.prefill.name});
+    slots.push_back({"sdpa", backend, "decode", sdpa.plain.decode.name});
+    slots.push_back({"sdpa", backend, "masked_prefill", sdpa.masked.prefill.name});
+    slots.push_back({"sdpa", backend, "masked_decode", sdpa.masked.decode.name});
+    const MhaRow& mha = mha_row(run);
+    slots.push_back({"mha", backend, "plain", mha.plain.name});
+    slots.push_back({"mha", backend, "masked", mha.masked.name});
+  }
+  slots.push_back({"additive", "cpu", "masked_prefill", kAdditive.prefill.name});
+  slots.push_back({"additive", "cpu", "masked_decode", kAdditive.decode.name});
+  slots.push_back({"nadaraya_watson", "cpu", "prefill", kNadarayaWatson.prefill.name});
+  slots.push_back({"nadaraya_watson", "cpu", "decode", kNadarayaWatson.decode.name});
+  return slots;
+}
+
+}  // namespace attention::detail
