@@ -8,12 +8,16 @@
 # ATTENTION_BENCH_ISA (avx2 or sse41: cap the x86 kernel variant, e.g. to time on an AVX-512 machine
 # what AVX2 machines run), BUILD_DIR (default: build). JSON goes to $BUILD_DIR/bench.json and
 # $BUILD_DIR/bench-1thread.json. The tables name the kernel variant that ran and both peers' ISA.
+# OPENBLAS_CORETYPE (set on some machines, e.g. to Haswell, where older OpenBLAS builds crash) is
+# unset for the benchmark alone, so the OpenBLAS peer runs the best kernels it has for this CPU (the
+# context line names them); ATTENTION_BENCH_KEEP_CORETYPE=1 keeps it. Tests and CI keep it as it is.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${BUILD_DIR:-$root/build}
 "$root/scripts/build.sh"
 (($#)) || set -- --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true
 threads=${ATTENTION_BENCH_THREADS:-$(nproc)}
+[[ ${ATTENTION_BENCH_KEEP_CORETYPE:-0} == 1 ]] || unset OPENBLAS_CORETYPE
 ATTENTION_BENCH_THREADS=$threads "$build_dir/bench/sdpa_bench" \
   --benchmark_out="$build_dir/bench.json" --benchmark_out_format=json "$@"
 ATTENTION_BENCH_THREADS=1 "$build_dir/bench/sdpa_bench" \
