@@ -8,8 +8,8 @@
 # <name>(user_context, ...) dispatches on the CPU's features at run time (Halide's multi-target),
 # sharing one Halide runtime. The kernel is appended to the global ATTENTION_KERNELS list that the
 # runtime library links, and its generator, parameters and targets are recorded for the runtime's
-# kernel table (runtime/src/kernel_table.h). ASSEMBLY names a variable that receives the path of the kernel's assembly
-# listing (Halide's ASSEMBLY output, emitted by the same generator run).
+# kernel table (runtime/src/kernel_table.h). ASSEMBLY names a variable that receives the path of the
+# kernel's assembly listing (Halide's ASSEMBLY output, emitted by the same generator run).
 
 # Most capable first; the last entry is the baseline every x86-64 CPU since ~2008 runs. Never "host":
 # that would bake the build machine's features into the kernels.

@@ -37,15 +37,15 @@ class KernelInfoGenerator : public Generator<KernelInfoGenerator> {
     name(i) = mux(i, bytes);
     name.dim(0).set_bounds(0, kTargetNameBytes);
 
-    std::vector<Expr> prefill, decode;
-    for (int field : attention_gen::cpu_tiling(get_target(), true).fields()) {
-      prefill.push_back(field);
-    }
-    for (int field : attention_gen::cpu_tiling(get_target(), false).fields()) {
-      decode.push_back(field);
-    }
+    auto fields = [&](bool wide_queries) {
+      std::vector<Expr> values;
+      for (int field : attention_gen::cpu_tiling(get_target(), wide_queries).fields()) {
+        values.push_back(field);
+      }
+      return values;
+    };
     Var f("f"), which("which");
-    tiling(f, which) = select(which == 0, mux(f, prefill), mux(f, decode));
+    tiling(f, which) = select(which == 0, mux(f, fields(true)), mux(f, fields(false)));
     tiling.dim(0).set_bounds(0, attention_gen::CpuTiling::kFields);
     tiling.dim(1).set_bounds(0, 2);
   }

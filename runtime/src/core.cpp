@@ -98,12 +98,13 @@ const CpuKernelInfo& cpu_kernel_info() {
     }
     const char* text = reinterpret_cast<const char*>(name.data());
     result.target.assign(text, std::find(text, text + kBytes, '\0'));
-    std::array<int, CpuTiling::kFields> fields[2];
-    for (int which = 0; which < 2; ++which) {
-      for (int f = 0; f < CpuTiling::kFields; ++f) fields[which][f] = tiling(f, which);
-    }
-    result.prefill = CpuTiling::from_fields(fields[0]);
-    result.decode = CpuTiling::from_fields(fields[1]);
+    auto read = [&](int which) {
+      std::array<int, CpuTiling::kFields> fields{};
+      for (int f = 0; f < CpuTiling::kFields; ++f) fields[f] = tiling(f, which);
+      return CpuTiling::from_fields(fields);
+    };
+    result.prefill = read(0);
+    result.decode = read(1);
     return result;
   }();
   return info;

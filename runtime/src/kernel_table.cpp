@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "kernel_choice.h"
@@ -65,6 +66,29 @@ std::vector<Run> backends() {
 #endif
 }
 
+// The GPU API a kernel was built for, none for a CPU kernel.
+std::optional<attention_contract::GpuApi> gpu_api_of(const KernelBuild& build) {
+  const std::string_view targets = build.targets;
+  if (targets.find("-cuda") != std::string_view::npos) return attention_contract::GpuApi::CUDA;
+  if (targets.find("-opencl") != std::string_view::npos) return attention_contract::GpuApi::OpenCL;
+  return std::nullopt;
+}
+
+bool builds_prefill(const KernelBuild& build) {
+  return build_param(build, "query_tiling") != "decode";
+}
+
+// `base` with the tiling parameters the build gave the kernel.
+template <typename Tiling, typename Param, size_t N>
+Tiling with_build_params(const Tiling& base, const KernelBuild& build, const Param (&params)[N]) {
+  std::array<int, N> values{};
+  for (size_t i = 0; i < N; ++i) {
+    const std::string value = build_param(build, params[i].name);
+    values[i] = value.empty() ? 0 : std::atoi(value.c_str());
+  }
+  return attention_contract::with_overrides(base, values);
+}
+
 }  // namespace
 
 const SdpaRow& sdpa_row(Run run) {
@@ -113,36 +137,12 @@ std::string build_param(const KernelBuild& build, std::string_view key) {
   return "";
 }
 
-namespace {
-
-bool is_gpu_build(const KernelBuild& build) {
-  const std::string_view targets = build.targets;
-  return targets.find("-cuda") != std::string_view::npos ||
-         targets.find("-opencl") != std::string_view::npos;
-}
-
-template <typename Tiling, typename Param, size_t N>
-Tiling with_build_params(const Tiling& base, const KernelBuild& build, const Param (&params)[N]) {
-  std::array<int, N> values{};
-  for (size_t i = 0; i < N; ++i) {
-    const std::string value = build_param(build, params[i].name);
-    values[i] = value.empty() ? 0 : std::atoi(value.c_str());
-  }
-  return attention_contract::with_overrides(base, values);
-}
-
-bool builds_prefill(const KernelBuild& build) {
-  return build_param(build, "query_tiling") != "decode";
-}
-
-}  // namespace
-
 const CpuTiling& kernel_cpu_tiling(std::string_view kernel) {
   static const std::map<std::string, CpuTiling, std::less<>> tilings = [] {
     const CpuKernelInfo& info = cpu_kernel_info();
     std::map<std::string, CpuTiling, std::less<>> result;
     for (const KernelBuild& build : kBuilds) {
-      if (is_gpu_build(build)) continue;
+      if (gpu_api_of(build)) continue;
       const CpuTiling& base = builds_prefill(build) ? info.prefill : info.decode;
       result[build.name] = with_build_params(base, build, attention_contract::kCpuTilingParams);
     }
@@ -156,11 +156,9 @@ const GpuTiling& kernel_gpu_tiling(std::string_view kernel) {
   static const std::map<std::string, GpuTiling, std::less<>> tilings = [] {
     std::map<std::string, GpuTiling, std::less<>> result;
     for (const KernelBuild& build : kBuilds) {
-      if (!is_gpu_build(build)) continue;
-      const auto api = std::string_view(build.targets).find("-cuda") != std::string_view::npos
-                           ? attention_contract::GpuApi::CUDA
-                           : attention_contract::GpuApi::OpenCL;
-      const GpuTiling base = attention_contract::gpu_tiling(api, builds_prefill(build));
+      const auto api = gpu_api_of(build);
+      if (!api) continue;
+      const GpuTiling base = attention_contract::gpu_tiling(*api, builds_prefill(build));
       result[build.name] = with_build_params(base, build, attention_contract::kGpuTilingParams);
     }
     return result;
