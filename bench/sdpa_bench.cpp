@@ -384,7 +384,10 @@ void report(benchmark::State& state, const Problem& p, const char* impl) {
 // ---------------------------------------------------------------------------------------------
 // Benchmarks.
 
-void BM_Ours(benchmark::State& state, Shape shape) {
+// `tuned`: the library as shipped, tuned kernels on (attention::set_tuned_kernels); otherwise the
+// default tilings alone, the "default" column beside it.
+void run_ours(benchmark::State& state, Shape shape, bool tuned) {
+  attention::set_tuned_kernels(tuned);
   Problem& p = problem_for(shape);
   std::vector<float> out(q_size(shape), NAN);
   attention::Status status = ours(p, out.data(), 0);
@@ -396,9 +399,13 @@ void BM_Ours(benchmark::State& state, Shape shape) {
     all_ok &= ours(p, out.data(), rotation.next()).ok();
     benchmark::ClobberMemory();
   }
+  attention::set_tuned_kernels(true);
   if (!all_ok) state.SkipWithError("scaled_dot_product_attention returned an error");
-  report(state, p, "ours");
+  report(state, p, tuned ? "ours" : "ours_default");
 }
+
+void BM_Ours(benchmark::State& state, Shape shape) { run_ours(state, shape, true); }
+void BM_OursDefault(benchmark::State& state, Shape shape) { run_ours(state, shape, false); }
 
 void BM_OpenBlasMath(benchmark::State& state, Shape shape) {
   Problem& p = problem_for(shape);
@@ -527,6 +534,7 @@ struct Impl {
 // call, which would slow our multi-threaded kernels if they ran right after an OpenBLAS benchmark.
 void register_benchmarks() {
   const Impl impls[] = {{"ours", BM_Ours, true},
+                        {"ours_default", BM_OursDefault, true},
                         {"onednn_math", BM_OneDnnMath, true},
                         {"openblas_math", BM_OpenBlasMath, true},
                         {"naive", BM_Naive, false}};

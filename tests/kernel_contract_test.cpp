@@ -107,19 +107,20 @@ TEST(KernelContract, CpuSplitsHoldWholeBlocksOfTheTilingThatRuns) {
     ASSERT_GT(prefill.score_keys, 0);
     EXPECT_EQ(attention_contract::cpu_tiling_error(prefill, 32, true), "");
     for (int64_t Sk = 1; Sk <= 5000; ++Sk) {
-      const auto choice = attention::detail::choose_kernel(pair.prefill, 1, 8, 64, Sk);
+      const auto choice = attention::detail::choose_kernel(pair.prefill, pair.decode, 1, 8, 64, Sk);
       ASSERT_TRUE(choice.prefill);
       ASSERT_EQ(choice.key_split % prefill.score_keys, 0) << "Sk " << Sk;
       // No split is empty: the last one starts before Sk.
       const int64_t splits = (Sk + choice.key_split - 1) / choice.key_split;
       ASSERT_LT((splits - 1) * choice.key_split, Sk) << "Sk " << Sk;
-      ASSERT_LE(choice.key_split, attention_contract::kPrefillSplitKeys + prefill.score_keys);
+      ASSERT_LE(choice.key_split, prefill.split_keys + prefill.score_keys);
     }
     const CpuTiling& decode = attention::detail::kernel_cpu_tiling(pair.decode);
     ASSERT_GT(decode.mask_key_block, 0);
     for (int64_t BH : {1, 3, 8, 64, 256}) {
       for (int64_t Sk : {1, 63, 64, 65, 511, 4096, 100003}) {
-        const auto choice = attention::detail::choose_kernel(pair.prefill, 1, BH, 1, Sk);
+        const auto choice =
+            attention::detail::choose_kernel(pair.prefill, pair.decode, 1, BH, 1, Sk);
         ASSERT_FALSE(choice.prefill);
         ASSERT_EQ(choice.key_split % decode.mask_key_block, 0) << "BH " << BH << " Sk " << Sk;
         ASSERT_EQ(choice.key_split % decode.vector, 0) << "BH " << BH << " Sk " << Sk;

@@ -24,14 +24,17 @@ struct CpuTiling {
   int query_tile;      // queries per work item
   int key_chunk;       // prefill: keys per P·V pass over a tile
   int mask_key_block;  // masked: keys per skipped-or-kept block (MaskInputs::key_block)
+  // The key-split policy (a runtime argument; the schedule works with any split): prefill splits
+  // of about this many keys, decode splits of no fewer (prefill_key_split, decode_key_split).
+  int split_keys;
 
-  static constexpr int kFields = 9;
+  static constexpr int kFields = 10;
   constexpr std::array<int, kFields> fields() const {
-    return {vector,  score_queries, score_keys, dot_lanes,     pv_rows,
-            pv_cols, query_tile,    key_chunk,  mask_key_block};
+    return {vector,  score_queries, score_keys, dot_lanes,      pv_rows,
+            pv_cols, query_tile,    key_chunk,  mask_key_block, split_keys};
   }
   static constexpr CpuTiling from_fields(const std::array<int, kFields>& f) {
-    return {f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8]};
+    return {f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9]};
   }
   bool operator==(const CpuTiling& other) const { return fields() == other.fields(); }
 };
@@ -60,6 +63,8 @@ constexpr CpuTiling cpu_tiling(int vector, int registers, bool wide_queries) {
     t.key_chunk = 128;
     // Prefill reductions run along queries, so the key range may end at any key.
     t.mask_key_block = 1;
+    // A 48-query tile's scores and weights over 512 keys (2 × 96 KiB) stay in L2.
+    t.split_keys = 512;
   } else {
     // Few queries: stages run along keys or features, never across queries, so Sq == 1 wastes no
     // lanes. Fields not set here stay 0 (unused by the decode schedule).
@@ -71,6 +76,8 @@ constexpr CpuTiling cpu_tiling(int vector, int registers, bool wide_queries) {
     // Decode reductions vectorize along keys: ranges in whole vectors keep every lane's predicate
     // the same (a per-lane predicate would scalarize the loop).
     t.mask_key_block = vector;
+    // A split's K and V rows (512 × D floats each) dwarf the Dv + 1 floats it hands the combine.
+    t.split_keys = 512;
   }
   return t;
 }
@@ -108,30 +115,30 @@ inline constexpr int64_t kDecodeMaxQueries = 2;
 // Split-KV for the CPU decode kernels: each (key split, head, batch) is one parallel work item.
 // Keys are split until there are about kDecodeWorkItems items (enough for every core of a large
 // machine to get one, and uneven finishing times to even out on a small one), but no split is
-// shorter than kMinSplitKeys keys, whose K and V rows dwarf the Dv + 1 floats each split hands to
-// the combine. Split lengths are multiples of kSplitKeyMultiple, itself a multiple of every
-// decode tiling's mask_key_block (the masked kernels skip keys in whole blocks).
+// shorter than the decode tiling's split_keys. Split lengths are multiples of kSplitKeyMultiple,
+// itself a multiple of every decode tiling's mask_key_block (the masked kernels skip keys in
+// whole blocks).
 inline constexpr int64_t kDecodeWorkItems = 64;
-inline constexpr int64_t kMinSplitKeys = 512;
 inline constexpr int64_t kSplitKeyMultiple = 64;
 
-constexpr int32_t decode_key_split(int64_t B, int64_t H, int64_t Sk) {
+constexpr int32_t decode_key_split(int64_t B, int64_t H, int64_t Sk, const CpuTiling& decode) {
   const int64_t items = std::max<int64_t>(B * H, 1);
-  const int64_t splits = std::clamp<int64_t>((kDecodeWorkItems + items - 1) / items, 1,
-                                             (Sk + kMinSplitKeys - 1) / kMinSplitKeys);
+  const int64_t least = std::max(decode.split_keys, 1);
+  const int64_t splits =
+      std::clamp<int64_t>((kDecodeWorkItems + items - 1) / items, 1, (Sk + least - 1) / least);
   const int64_t keys = (Sk + splits - 1) / splits;
   return static_cast<int32_t>((keys + kSplitKeyMultiple - 1) / kSplitKeyMultiple *
                               kSplitKeyMultiple);
 }
 
-// Prefill walks each query tile's keys in splits of about kPrefillSplitKeys (an online softmax
-// over key blocks), so the tile's score and weight buffers (query_tile × split) stay in L2 however
-// long the sequence. Splits are as even as whole score register blocks (tiling.score_keys keys)
-// allow: a split that is not a whole number of blocks computes the rest of its last block anyway.
-inline constexpr int64_t kPrefillSplitKeys = 512;
-
+// Prefill walks each query tile's keys in splits of about the tiling's split_keys (an online
+// softmax over key blocks), so the tile's score and weight buffers (query_tile × split) stay in L2
+// however long the sequence. Splits are as even as whole score register blocks (tiling.score_keys
+// keys) allow: a split that is not a whole number of blocks computes the rest of its last block
+// anyway.
 constexpr int32_t prefill_key_split(int64_t Sk, const CpuTiling& prefill) {
-  const int64_t splits = std::max<int64_t>((Sk + kPrefillSplitKeys - 1) / kPrefillSplitKeys, 1);
+  const int64_t target = std::max(prefill.split_keys, 1);
+  const int64_t splits = std::max<int64_t>((Sk + target - 1) / target, 1);
   const int64_t keys = (Sk + splits - 1) / splits;
   const int64_t block = std::max(prefill.score_keys, 1);
   return static_cast<int32_t>((keys + block - 1) / block * block);
@@ -173,7 +180,8 @@ inline constexpr CpuTilingParam kCpuTilingParams[] = {{"score_queries", &CpuTili
                                                       {"pv_rows", &CpuTiling::pv_rows},
                                                       {"pv_cols", &CpuTiling::pv_cols},
                                                       {"query_tile", &CpuTiling::query_tile},
-                                                      {"key_chunk", &CpuTiling::key_chunk}};
+                                                      {"key_chunk", &CpuTiling::key_chunk},
+                                                      {"split_keys", &CpuTiling::split_keys}};
 inline constexpr int kCpuTilingParamCount = std::size(kCpuTilingParams);
 
 struct GpuTilingParam {
@@ -206,6 +214,7 @@ inline GpuTiling with_overrides(GpuTiling t, const std::array<int, kGpuTilingPar
 // their loads, and tile the query tile exactly.
 inline std::string cpu_tiling_error(const CpuTiling& t, int registers, bool wide_queries) {
   const auto v = [](int x) { return std::to_string(x); };
+  if (t.split_keys <= 0) return "split_keys=" + v(t.split_keys) + ": must be positive";
   if (!wide_queries) {
     if (t.dot_lanes <= 0 || t.dot_lanes % t.vector != 0 || t.dot_lanes / t.vector > registers / 2) {
       return "dot_lanes=" + v(t.dot_lanes) + ": must be a multiple of the " + v(t.vector) +
@@ -273,11 +282,11 @@ struct KernelChoice {
 
 constexpr bool use_prefill(int64_t Sq) { return Sq > kDecodeMaxQueries; }
 
-// `prefill`: the CPU tiling of the prefill variant that runs.
+// `prefill`, `decode`: the CPU tilings of the two variants that serve the call.
 constexpr KernelChoice choose_cpu_kernel(int64_t B, int64_t H, int64_t Sq, int64_t Sk,
-                                         const CpuTiling& prefill) {
+                                         const CpuTiling& prefill, const CpuTiling& decode) {
   if (use_prefill(Sq)) return {true, prefill_key_split(Sk, prefill)};
-  return {false, decode_key_split(B, H, Sk)};
+  return {false, decode_key_split(B, H, Sk, decode)};
 }
 
 // `prefill` and `decode`: the tilings of the two GPU kernels.
@@ -292,6 +301,23 @@ constexpr KernelChoice choose_gpu_kernel(int64_t B, int64_t H, int64_t Sq, int64
   const int64_t whole = (keys + kGpuSplitKeyMultiple - 1) / kGpuSplitKeyMultiple;
   return {false, static_cast<int32_t>(std::clamp<int64_t>(whole * kGpuSplitKeyMultiple,
                                                           kGpuSplitKeyMultiple, most))};
+}
+
+// ---- Tuning buckets. The tuner (tools/attention-tune) records one winning tiling per bucket of
+// shapes, and the runtime serves a call with the tuned kernel of its bucket when the build has
+// one: the kernel variant (decode for Sq <= kDecodeMaxQueries), short or long query and key
+// sequences, small or large heads, masked or not.
+inline constexpr int64_t kLongQueries = 1024;  // Sq >= this: "long_q"
+inline constexpr int64_t kLongKeys = 2048;     // Sk >= this: "long_k"
+inline constexpr int64_t kSmallHeadDim = 64;   // D <= this: "d_le64"
+
+// "<decode|short_q|long_q>.<short_k|long_k>.<d_le64|d_gt64>.<plain|masked>".
+inline std::string shape_bucket(int64_t Sq, int64_t Sk, int64_t D, bool masked) {
+  std::string name = !use_prefill(Sq) ? "decode" : Sq < kLongQueries ? "short_q" : "long_q";
+  name += Sk < kLongKeys ? ".short_k" : ".long_k";
+  name += D <= kSmallHeadDim ? ".d_le64" : ".d_gt64";
+  name += masked ? ".masked" : ".plain";
+  return name;
 }
 
 // What the rules above assume of the default tilings, checked where they are defined.

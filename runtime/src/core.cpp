@@ -7,6 +7,8 @@
 #include "attention/attention.h"
 #include "attention_kernel_info.h"
 #include "kernel_choice.h"
+#include "kernel_slots.h"
+#include "kernel_table.h"
 
 namespace attention {
 namespace {
@@ -78,6 +80,15 @@ int num_threads() {
 }
 
 std::string cpu_kernel_target() { return detail::cpu_kernel_info().target; }
+
+void set_tuned_kernels(bool enabled) { detail::set_tuned_enabled(enabled); }
+bool tuned_kernels_enabled() { return detail::tuned_enabled_now(); }
+
+std::vector<std::string> tuned_kernel_buckets() {
+  std::vector<std::string> buckets;
+  for (const auto& [bucket, kernel] : detail::tuned_kernels_here()) buckets.push_back(bucket);
+  return buckets;
+}
 
 namespace detail {
 

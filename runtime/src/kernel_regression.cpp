@@ -73,7 +73,8 @@ Status nadaraya_watson_attention(const TensorView& queries, const TensorView& ke
       hv(detail::with_one_head(values)), hout(detail::with_one_head(out)),
       hlws(detail::with_one_head(lws));
   const auto& row = detail::nadaraya_watson_row();
-  const detail::KernelChoice choice = detail::choose_kernel(row.prefill.name, B, 1, Sq, Sk);
+  const detail::KernelChoice choice =
+      detail::choose_kernel(row.prefill.name, row.decode.name, B, 1, Sq, Sk);
   const auto& fn = row[choice];
   return detail::run_kernel(fn.name, fn.fn, hq.get(), hk.get(), hv.get(), inverse_bandwidth_squared,
                             kernel, values_finite, choice.key_split, hout.get(), hlws.get());

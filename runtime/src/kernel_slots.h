@@ -2,8 +2,10 @@
 // generated each kernel with: what tests/kernel_contract_test.cpp checks the table against.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace attention::detail {
@@ -28,5 +30,12 @@ struct KernelSlotInfo {
   std::string family, backend, role, kernel;
 };
 std::vector<KernelSlotInfo> kernel_slots();
+
+// The tuned kernels built for the variant that runs here, whether or not they are on:
+// {bucket, kernel name} (kernel_table.h).
+std::vector<std::pair<std::string, std::string>> tuned_kernels_here();
+// The name of the kernel that serves a CPU scaled_dot_product_attention call of that shape, with
+// or without masks: tuned or default, as the call would pick it now.
+std::string cpu_sdpa_kernel(bool masked, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D);
 
 }  // namespace attention::detail

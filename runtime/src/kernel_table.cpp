@@ -1,6 +1,9 @@
 #include "kernel_table.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <string>
@@ -21,6 +24,7 @@
 #include "sdpa_f32_prefill_cuda.h"
 #include "sdpa_f32_prefill_opencl.h"
 #endif
+#include "attention_tuned_kernels.inc"
 
 namespace attention::detail {
 namespace {
@@ -49,6 +53,62 @@ const TilingPair<decltype(&nadaraya_watson_f32_prefill)> kNadarayaWatson{
     ATTENTION_SLOT(nadaraya_watson_f32_prefill), ATTENTION_SLOT(nadaraya_watson_f32_decode)};
 
 #undef ATTENTION_SLOT
+
+// Each list ends with an empty row (a table may have no tuned kernel of a family).
+const TunedSlot<decltype(&sdpa_f32_prefill)> kTunedPlain[] = {
+#include "attention_tuned_plain.inc"
+    {{nullptr, nullptr}, nullptr, nullptr}};
+const TunedSlot<decltype(&sdpa_f32_masked_prefill)> kTunedMasked[] = {
+#include "attention_tuned_masked.inc"
+    {{nullptr, nullptr}, nullptr, nullptr}};
+
+std::atomic<bool> tuned_enabled{[] {
+  const char* env = std::getenv("ATTENTION_TUNED");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+}()};
+
+// Whether a Halide target string names the variant that runs here: the same features in any order
+// (the build writes targets as listed, kernel_info as Halide prints them). A sanitizer build's asan
+// feature is on both kernels alike and says nothing of the ISA.
+bool runs_here(std::string_view target) {
+  const auto features = [](std::string_view text) {
+    std::vector<std::string> parts;
+    size_t start = 0;
+    while (start <= text.size()) {
+      size_t end = text.find('-', start);
+      if (end == std::string_view::npos) end = text.size();
+      const std::string part(text.substr(start, end - start));
+      if (part != "asan" && part != "user_context" && part != "no_runtime") parts.push_back(part);
+      start = end + 1;
+    }
+    std::sort(parts.begin(), parts.end());
+    return parts;
+  };
+  static const std::vector<std::string> here = features(cpu_kernel_info().target);
+  return features(target) == here;
+}
+
+// The rows of `table` whose target runs here (fixed for the process: the CPU does not change).
+template <typename Fn, size_t N>
+const std::vector<const TunedSlot<Fn>*>& tuned_here(const TunedSlot<Fn> (&table)[N]) {
+  static const std::vector<const TunedSlot<Fn>*> rows = [&] {
+    std::vector<const TunedSlot<Fn>*> result;
+    for (const TunedSlot<Fn>& row : table) {
+      if (row.target != nullptr && runs_here(row.target)) result.push_back(&row);
+    }
+    return result;
+  }();
+  return rows;
+}
+
+template <typename Fn, size_t N>
+const KernelSlot<Fn>* find_tuned(const TunedSlot<Fn> (&table)[N], std::string_view bucket) {
+  if (!tuned_enabled.load(std::memory_order_relaxed)) return nullptr;
+  for (const TunedSlot<Fn>* row : tuned_here(table)) {
+    if (bucket == row->bucket) return &row->slot;
+  }
+  return nullptr;
+}
 
 const KernelBuild kBuilds[] = {
 #include "attention_kernel_builds.inc"
@@ -110,6 +170,30 @@ const MhaRow& mha_row(Run run) {
 }
 
 const TilingPair<decltype(&additive_f32_prefill)>& additive_row() { return kAdditive; }
+
+const KernelSlot<decltype(&sdpa_f32_prefill)>* tuned_sdpa(std::string_view bucket) {
+  return find_tuned(kTunedPlain, bucket);
+}
+
+const KernelSlot<decltype(&sdpa_f32_masked_prefill)>* tuned_masked_sdpa(std::string_view bucket) {
+  return find_tuned(kTunedMasked, bucket);
+}
+
+std::vector<std::pair<std::string, std::string>> tuned_kernels_here() {
+  std::vector<std::pair<std::string, std::string>> result;
+  for (const auto* row : tuned_here(kTunedPlain)) result.emplace_back(row->bucket, row->slot.name);
+  for (const auto* row : tuned_here(kTunedMasked)) result.emplace_back(row->bucket, row->slot.name);
+  return result;
+}
+
+std::string cpu_sdpa_kernel(bool masked, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D) {
+  const SdpaRow& row = sdpa_row(Run::CPU);
+  return masked ? pick_masked_sdpa(row, B, H, Sq, Sk, D).kernel.name
+                : pick_sdpa(row, B, H, Sq, Sk, D).kernel.name;
+}
+
+void set_tuned_enabled(bool enabled) { tuned_enabled.store(enabled); }
+bool tuned_enabled_now() { return tuned_enabled.load(); }
 
 const TilingPair<decltype(&nadaraya_watson_f32_prefill)>& nadaraya_watson_row() {
   return kNadarayaWatson;

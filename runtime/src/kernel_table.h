@@ -4,9 +4,15 @@
 // build generated its kernel with (kernel_slots.h).
 #pragma once
 
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
 #include "additive_f32_decode.h"
 #include "additive_f32_prefill.h"
 #include "gpu.h"
+#include "kernel_choice.h"
 #include "kernel_contract.h"
 #include "mha_f32.h"
 #include "mha_f32_masked.h"
@@ -45,6 +51,53 @@ struct MhaRow {
   KernelSlot<decltype(&mha_f32)> plain;
   KernelSlot<decltype(&mha_f32_masked)> masked;
 };
+
+// A kernel generated from a tuned table (autoschedules/<target>.json, cmake/AttentionTuning.cmake):
+// it serves the CPU calls of its shape bucket (attention_contract::shape_bucket) when the CPU runs
+// the kernels of `target`, the one target it was built for.
+template <typename Fn>
+struct TunedSlot {
+  KernelSlot<Fn> slot;
+  const char* bucket;
+  const char* target;
+};
+
+// The kernel that serves a CPU call, and its variant and key split.
+template <typename Fn>
+struct CpuPick {
+  const KernelSlot<Fn>& kernel;
+  attention_contract::KernelChoice choice;
+};
+
+// The tuned kernel for a call in `bucket` that this machine runs, if the build has one and tuned
+// kernels are on (attention::set_tuned_kernels); nullptr otherwise.
+const KernelSlot<decltype(&sdpa_f32_prefill)>* tuned_sdpa(std::string_view bucket);
+const KernelSlot<decltype(&sdpa_f32_masked_prefill)>* tuned_masked_sdpa(std::string_view bucket);
+
+// The SDPA kernel for a CPU call: the tuned kernel of its bucket if there is one (its own tiling
+// sets the key split), else the row's prefill or decode kernel.
+template <typename Fn>
+CpuPick<Fn> pick_cpu_kernel(const TilingPair<Fn>& pair, const KernelSlot<Fn>* tuned, int64_t B,
+                            int64_t H, int64_t Sq, int64_t Sk) {
+  if (tuned != nullptr) return {*tuned, choose_tuned_kernel(tuned->name, B, H, Sq, Sk)};
+  const attention_contract::KernelChoice choice =
+      choose_kernel(pair.prefill.name, pair.decode.name, B, H, Sq, Sk);
+  return {pair[choice], choice};
+}
+inline CpuPick<decltype(&sdpa_f32_prefill)> pick_sdpa(const SdpaRow& row, int64_t B, int64_t H,
+                                                      int64_t Sq, int64_t Sk, int64_t D) {
+  const auto* tuned = tuned_sdpa(attention_contract::shape_bucket(Sq, Sk, D, false));
+  return pick_cpu_kernel(row.plain, tuned, B, H, Sq, Sk);
+}
+inline CpuPick<decltype(&sdpa_f32_masked_prefill)> pick_masked_sdpa(const SdpaRow& row, int64_t B,
+                                                                    int64_t H, int64_t Sq,
+                                                                    int64_t Sk, int64_t D) {
+  const auto* tuned = tuned_masked_sdpa(attention_contract::shape_bucket(Sq, Sk, D, true));
+  return pick_cpu_kernel(row.masked, tuned, B, H, Sq, Sk);
+}
+
+void set_tuned_enabled(bool enabled);
+bool tuned_enabled_now();
 
 // `run` must be a backend this build has kernels for (resolve_backend checks).
 const SdpaRow& sdpa_row(Run run);

@@ -181,7 +181,8 @@ Status additive_attention(const TensorView& q, const TensorView& k, const Tensor
       hlse(detail::with_one_head(lse)), hw(TensorView::contiguous(w_a.data(), {A}));
   const float temperature = 1.0f;
   const auto& row = detail::additive_row();
-  const detail::KernelChoice choice = detail::choose_kernel(row.prefill.name, s.B, 1, s.Sq, s.Sk);
+  const detail::KernelChoice choice =
+      detail::choose_kernel(row.prefill.name, row.decode.name, s.B, 1, s.Sq, s.Sk);
   const bool values_finite = choice.prefill && detail::all_finite(v);  // as for masked SDPA
   const auto& kernel = row[choice];
   ATTENTION_RETURN_IF_ERROR(detail::run_kernel_parts(

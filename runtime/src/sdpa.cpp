@@ -110,12 +110,11 @@ Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Sk = k.shape[2];
   detail::MaskArgs mask(m, B, H, Sq, Sk);
   detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
-  const auto& row = detail::sdpa_row(detail::Run::CPU).masked;
-  const detail::KernelChoice choice = detail::choose_kernel(row.prefill.name, B, H, Sq, Sk);
+  const auto [kernel, choice] =
+      detail::pick_masked_sdpa(detail::sdpa_row(detail::Run::CPU), B, H, Sq, Sk, q.shape[3]);
   // A non-finite v at a hidden key would reach rows through 0 · NaN; prefill's plain P·V is only
   // safe without them (decode always takes the safe form and ignores the flag).
   const bool values_finite = choice.prefill && detail::all_finite(v);
-  const auto& kernel = row[choice];
   return detail::run_kernel_parts(
       kernel.name, kernel.fn, std::tuple(hq.get(), hk.get(), hv.get(), scale),
       mask.arguments(values_finite), std::tuple(choice.key_split, hout.get(), hlse.get()));
@@ -153,9 +152,8 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
   const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
   if (!options.mask.empty()) return run_masked(q, k, v, out, lse, scale, options.mask);
   detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
-  const auto& row = detail::sdpa_row(detail::Run::CPU).plain;
-  const detail::KernelChoice choice = detail::choose_kernel(row.prefill.name, B, H, Sq, k.shape[2]);
-  const auto& kernel = row[choice];
+  const auto [kernel, choice] =
+      detail::pick_sdpa(detail::sdpa_row(detail::Run::CPU), B, H, Sq, k.shape[2], D);
   return detail::run_kernel(kernel.name, kernel.fn, hq.get(), hk.get(), hv.get(), scale,
                             choice.key_split, hout.get(), hlse.get());
 }

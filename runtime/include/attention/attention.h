@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace attention {
 
@@ -338,5 +339,17 @@ int num_threads();
 // features this CPU has (Halide's multi-target dispatch); this names that pick, so timings from
 // different machines can be compared knowing which code ran.
 std::string cpu_kernel_target();
+
+// Tuned kernels (README "Tuning"): a build that found a current tuned table for a target it builds
+// (autoschedules/<target>.json) also generated that table's winning tilings for that target, and
+// CPU calls of scaled_dot_product_attention whose shape falls in a tuned bucket run them when this
+// CPU runs that target's kernels. On by default; the environment variable ATTENTION_TUNED=0 turns
+// them off at start, set_tuned_kernels at any time (between calls). Results stay within the same
+// tolerances either way; only the tiling differs.
+void set_tuned_kernels(bool enabled);
+bool tuned_kernels_enabled();
+// The buckets this machine has tuned kernels for, e.g. "long_q.long_k.d_le64.plain" (empty when
+// the build has none for the variant that runs here).
+std::vector<std::string> tuned_kernel_buckets();
 
 }  // namespace attention
