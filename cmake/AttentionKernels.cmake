@@ -1,7 +1,7 @@
 # One line per generated kernel variant:
 #
 #   attention_kernel(<name> GENERATOR <registered generator> [PARAMS key=value ...] [TARGETS t1 t2 ...]
-#                    [ASSEMBLY <variable>])
+#                    [ASSEMBLY <variable>] [AUTOSCHEDULER Halide::<name>])
 #
 # builds the generator for every target in the list (default: ATTENTION_TARGETS, the x86 or ARM list
 # of the architecture being built for) into one static library named <name> whose C function
@@ -61,8 +61,39 @@ add_halide_runtime(attention_halide_runtime TARGETS ${runtime_targets})
 # attention_halide_library(<name> GENERATOR <g> [PARAMS ...] [TARGETS ...] [ASSEMBLY <var>]): the
 # library alone, not linked into the runtime (test-only kernels and the benchmark's FMA probe use
 # this directly).
+# Halide's autoscheduler plugins ship in the wheel beside libHalide, but its CMake package names no
+# targets for them: imported here as Halide::<name> for add_halide_library's AUTOSCHEDULER.
+get_target_property(halide_library Halide::Halide LOCATION)
+get_filename_component(halide_library_dir "${halide_library}" DIRECTORY)
+foreach (scheduler IN ITEMS Mullapudi2016 Li2018 Adams2019 Anderson2021)
+  string(TOLOWER ${scheduler} plugin)
+  set(plugin "${halide_library_dir}/libautoschedule_${plugin}.so")
+  if (NOT TARGET Halide::${scheduler} AND EXISTS "${plugin}")
+    add_library(Halide::${scheduler} MODULE IMPORTED GLOBAL)
+    set_target_properties(Halide::${scheduler} PROPERTIES IMPORTED_LOCATION "${plugin}")
+  endif ()
+endforeach ()
+
+# -DATTENTION_AUTOSCHEDULER=<name>: the CPU SDPA kernels (sdpa_f32_prefill, sdpa_f32_decode) take
+# that autoscheduler's schedule instead of the hand schedule, to compare them or to check they pass
+# the SDPA tests (README, "Tuning"). Adams2019 runs greedy (beam size 1): its beam search takes
+# ~10 minutes per kernel on 2 cores.
+set(ATTENTION_AUTOSCHEDULER "" CACHE STRING
+    "Schedule the CPU SDPA kernels with this Halide autoscheduler (Mullapudi2016, Li2018, Adams2019)")
+set(ATTENTION_SDPA_SCHEDULE "")
+if (ATTENTION_AUTOSCHEDULER)
+  if (NOT TARGET Halide::${ATTENTION_AUTOSCHEDULER})
+    message(FATAL_ERROR "ATTENTION_AUTOSCHEDULER=${ATTENTION_AUTOSCHEDULER}: no such plugin in "
+                        "${halide_library_dir} (Mullapudi2016, Li2018, Adams2019)")
+  endif ()
+  set(ATTENTION_SDPA_SCHEDULE AUTOSCHEDULER Halide::${ATTENTION_AUTOSCHEDULER})
+  if (ATTENTION_AUTOSCHEDULER STREQUAL "Adams2019")
+    list(APPEND ATTENTION_SDPA_SCHEDULE PARAMS autoscheduler.beam_size=1)
+  endif ()
+endif ()
+
 function(attention_halide_library NAME)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "GENERATOR;ASSEMBLY" "PARAMS;TARGETS")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "GENERATOR;ASSEMBLY;AUTOSCHEDULER" "PARAMS;TARGETS")
   if (NOT ARG_GENERATOR)
     message(FATAL_ERROR "attention_halide_library(${NAME}): GENERATOR is required")
   endif ()
@@ -73,6 +104,9 @@ function(attention_halide_library NAME)
   set(extra_outputs "")
   if (ARG_ASSEMBLY)
     set(extra_outputs ASSEMBLY assembly_file)
+  endif ()
+  if (ARG_AUTOSCHEDULER)
+    list(APPEND extra_outputs AUTOSCHEDULER ${ARG_AUTOSCHEDULER})
   endif ()
   # user_context: the runtime passes a per-call context so errors raised on Halide's worker threads
   # still reach the call's Status.
@@ -100,13 +134,17 @@ function(attention_gpu_kernel NAME)
 endfunction()
 
 function(attention_kernel NAME)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "ASSEMBLY;GENERATOR" "PARAMS;TARGETS")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "ASSEMBLY;GENERATOR;AUTOSCHEDULER" "PARAMS;TARGETS")
   attention_halide_library(${NAME} ${ARGN})
   set_property(GLOBAL APPEND PROPERTY ATTENTION_KERNELS ${NAME})
   # What it was generated with, for the runtime's kernel table (runtime/CMakeLists.txt writes it
   # into attention_kernel_builds.inc; tests/kernel_contract_test.cpp checks each row against it).
   if (NOT ARG_TARGETS)
     set(ARG_TARGETS ${ATTENTION_TARGETS})
+  endif ()
+  if (ARG_AUTOSCHEDULER)
+    string(REGEX REPLACE ".*::" "" scheduler "${ARG_AUTOSCHEDULER}")
+    list(APPEND ARG_PARAMS autoscheduler=${scheduler})
   endif ()
   string(JOIN " " params ${ARG_PARAMS})
   string(JOIN " " targets ${ARG_TARGETS})
