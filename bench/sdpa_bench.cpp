@@ -35,8 +35,11 @@
 #include "HalideRuntime.h"
 #include "attention_fma_peak.h"
 #include "bench_common.h"
+#include "kernel_contract.h"
 #include "math_path.h"
 #include "onednn_math.h"
+#include "sdpa_f32_decode_autoscheduled.h"
+#include "sdpa_f32_prefill_autoscheduled.h"
 
 namespace {
 
@@ -524,6 +527,45 @@ void BM_CopyProbe(benchmark::State& state, int64_t bytes) {
   state.counters["bytes"] = static_cast<double>(bytes);
 }
 
+// Halide's best autoscheduler on our generator (bench/CMakeLists.txt), unmasked shapes only: the
+// kernel called directly with the library's key split. Its errors (Li2018's and Adams2019's decode
+// schedules tile the heads and reject H = 1) skip the benchmark with Halide's message.
+void BM_Autoscheduled(benchmark::State& state, Shape shape) {
+  Problem& p = problem_for(shape);
+  const Shape& s = p.shape;
+  const bool prefill = attention_contract::use_prefill(s.sq);
+  // The library's default key split (split_keys and score_keys are the same on every ISA's
+  // defaults that matter here: any split is correct, this one is what the library would use).
+  const attention_contract::CpuTiling tiling = attention_contract::cpu_tiling(16, 32, prefill);
+  const int32_t key_split = prefill ? attention_contract::prefill_key_split(s.sk, tiling)
+                                    : attention_contract::decode_key_split(s.b, s.h, s.sk, tiling);
+  std::vector<float> out(q_size(s), NAN), lse(s.b * s.h * s.sq);
+  const auto kernel = prefill ? sdpa_f32_prefill_autoscheduled : sdpa_f32_decode_autoscheduled;
+  std::string error;
+  auto call = [&](int copy) {
+    float* k = p.k.data() + copy * kv_size(s);
+    float* v = p.v.data() + copy * kv_size(s);
+    Halide::Runtime::Buffer<float> hq(p.q.data(), {int(s.d), int(s.sq), int(s.h), int(s.b)}),
+        hk(k, {int(s.d), int(s.sk), int(s.hkv), int(s.b)}),
+        hv(v, {int(s.d), int(s.sk), int(s.hkv), int(s.b)}),
+        hout(out.data(), {int(s.d), int(s.sq), int(s.h), int(s.b)}),
+        hlse(lse.data(), {int(s.sq), int(s.h), int(s.b)});
+    return kernel(nullptr, hq.raw_buffer(), hk.raw_buffer(), hv.raw_buffer(),
+                  1.0f / std::sqrt(float(s.d)), key_split, hout.raw_buffer(), hlse.raw_buffer());
+  };
+  if (call(0) != 0) {
+    state.SkipWithError("the autoscheduled kernel failed (Halide's message on stderr)");
+    return;
+  }
+  check_once("autoscheduled", p, out);
+  KvRotation rotation(shape);
+  for (auto _ : state) {
+    call(rotation.next());
+    benchmark::ClobberMemory();
+  }
+  report(state, p, "autoscheduled");
+}
+
 struct Impl {
   const char* name;
   void (*run)(benchmark::State&, Shape);
@@ -543,6 +585,10 @@ void register_benchmarks() {
       if (impl.every_shape || c.with_naive)
         bench::register_timed(std::string("sdpa/") + impl.name + "/" + shape_name(c.shape),
                               impl.run, c.shape);
+  // Not the 137-GFLOP 8192² shape: at the autoscheduler's ~20 GFLOP/s one call takes ~7 s.
+  for (const Case& c : kCases)
+    if (c.shape.mask == Mask::kNone && c.shape.hkv == c.shape.h && attention_flops(c.shape) < 5e10)
+      bench::register_timed("sdpa/autoscheduled/" + shape_name(c.shape), BM_Autoscheduled, c.shape);
   bench::register_mha_benchmarks();
   for (int n : kSgemmSizes) bench::register_timed("sgemm/" + std::to_string(n), BM_SgemmProbe, n);
   bench::register_timed("fma_peak/" + std::to_string(kFmaProbeSteps), BM_FmaPeakProbe,

@@ -80,13 +80,16 @@ endforeach ()
 # ~10 minutes per kernel on 2 cores.
 set(ATTENTION_AUTOSCHEDULER "" CACHE STRING
     "Schedule the CPU SDPA kernels with this Halide autoscheduler (Mullapudi2016, Li2018, Adams2019)")
+# The autoschedulers plan for this many cores (the tuner passes the same, os.cpu_count()).
+cmake_host_system_information(RESULT ATTENTION_HOST_CORES QUERY NUMBER_OF_LOGICAL_CORES)
 set(ATTENTION_SDPA_SCHEDULE "")
 if (ATTENTION_AUTOSCHEDULER)
   if (NOT TARGET Halide::${ATTENTION_AUTOSCHEDULER})
     message(FATAL_ERROR "ATTENTION_AUTOSCHEDULER=${ATTENTION_AUTOSCHEDULER}: no such plugin in "
                         "${halide_library_dir} (Mullapudi2016, Li2018, Adams2019)")
   endif ()
-  set(ATTENTION_SDPA_SCHEDULE AUTOSCHEDULER Halide::${ATTENTION_AUTOSCHEDULER})
+  set(ATTENTION_SDPA_SCHEDULE AUTOSCHEDULER Halide::${ATTENTION_AUTOSCHEDULER}
+      PARAMS autoscheduler.parallelism=${ATTENTION_HOST_CORES})
   if (ATTENTION_AUTOSCHEDULER STREQUAL "Adams2019")
     list(APPEND ATTENTION_SDPA_SCHEDULE PARAMS autoscheduler.beam_size=1)
   endif ()

@@ -1,6 +1,8 @@
 // Tuned kernels (autoschedules/<target>.json, cmake/AttentionTuning.cmake): each one this machine
-// runs serves the calls of its bucket and matches the reference there; with tuned kernels off the
-// defaults serve the same calls. A machine whose CPU runs no tuned table's target skips, naming it.
+// runs serves the calls of its bucket and matches the reference there (on x86 also those of the
+// AVX2 variant, through Halide's dispatch hook); with tuned kernels off the defaults serve the same
+// calls. A machine whose CPU runs no tuned table's target skips, naming it.
+#include <HalideRuntime.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -32,7 +34,9 @@ class TunedKernels : public ::testing::Test {
   bool saved_ = attention::tuned_kernels_enabled();
 };
 
-TEST_F(TunedKernels, EachServesItsBucketAndMatchesReference) {
+// Every tuned kernel of the variant that runs here serves a call of its bucket and matches the
+// reference there.
+void expect_tuned_kernels_match_reference() {
   const auto tuned = attention::detail::tuned_kernels_here();
   if (tuned.empty()) {
     GTEST_SKIP() << "the build has no tuned kernels for " << attention::cpu_kernel_target();
@@ -55,6 +59,33 @@ TEST_F(TunedKernels, EachServesItsBucketAndMatchesReference) {
     }
   }
 }
+
+TEST_F(TunedKernels, EachServesItsBucketAndMatchesReference) {
+  expect_tuned_kernels_match_reference();
+}
+
+#if defined(__x86_64__)
+int without_avx512(int count, const uint64_t* features) {
+  const int word = halide_target_feature_avx512 / 64;
+  if (word < count && (features[word] >> (halide_target_feature_avx512 % 64)) & 1) return 0;
+  return halide_default_can_use_target_features(count, features);
+}
+
+// An AVX-512 machine also runs the tuned kernels of the AVX2 variant's table: Halide's dispatch
+// hook makes the AVX2 variant the one that runs (as on an AVX2-only CPU) before the first call.
+TEST_F(TunedKernels, Avx2VariantsServeTheirBucketsAndMatchReference) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    GTEST_SKIP() << "this CPU has no AVX2+FMA";
+  }
+  const auto previous = halide_set_custom_can_use_target_features(without_avx512);
+  if (has(attention::cpu_kernel_target(), "avx512")) {
+    halide_set_custom_can_use_target_features(previous);
+    GTEST_SKIP() << "the AVX-512 variant was already picked in this process; run this test alone";
+  }
+  expect_tuned_kernels_match_reference();
+  halide_set_custom_can_use_target_features(previous);
+}
+#endif
 
 TEST_F(TunedKernels, OffMeansTheDefaults) {
   attention::set_tuned_kernels(false);
