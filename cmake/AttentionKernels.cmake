@@ -95,6 +95,12 @@ if (ATTENTION_AUTOSCHEDULER)
   endif ()
 endif ()
 
+# The generator parameters that schedule with Halide::<name> through GuardedTails.
+function(attention_autoscheduler_params OUT AUTOSCHEDULER)
+  string(REGEX REPLACE ".*::" "" scheduler "${AUTOSCHEDULER}")
+  set(${OUT} autoscheduler=GuardedTails autoscheduler.inner=${scheduler} PARENT_SCOPE)
+endfunction()
+
 function(attention_halide_library NAME)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "" "GENERATOR;ASSEMBLY;AUTOSCHEDULER" "PARAMS;TARGETS")
   if (NOT ARG_GENERATOR)
@@ -109,7 +115,11 @@ function(attention_halide_library NAME)
     set(extra_outputs ASSEMBLY assembly_file)
   endif ()
   if (ARG_AUTOSCHEDULER)
-    list(APPEND extra_outputs AUTOSCHEDULER ${ARG_AUTOSCHEDULER})
+    # Through GuardedTails (generators/guarded_tails_autoscheduler.cpp): the autoscheduler's
+    # schedule with tails that are safe for every shape.
+    attention_autoscheduler_params(scheduler_params ${ARG_AUTOSCHEDULER})
+    list(APPEND ARG_PARAMS ${scheduler_params})
+    list(APPEND extra_outputs PLUGINS ${ARG_AUTOSCHEDULER})
   endif ()
   # user_context: the runtime passes a per-call context so errors raised on Halide's worker threads
   # still reach the call's Status.
@@ -146,8 +156,8 @@ function(attention_kernel NAME)
     set(ARG_TARGETS ${ATTENTION_TARGETS})
   endif ()
   if (ARG_AUTOSCHEDULER)
-    string(REGEX REPLACE ".*::" "" scheduler "${ARG_AUTOSCHEDULER}")
-    list(APPEND ARG_PARAMS autoscheduler=${scheduler})
+    attention_autoscheduler_params(scheduler_params ${ARG_AUTOSCHEDULER})
+    list(APPEND ARG_PARAMS ${scheduler_params})
   endif ()
   string(JOIN " " params ${ARG_PARAMS})
   string(JOIN " " targets ${ARG_TARGETS})

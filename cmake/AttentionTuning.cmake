@@ -49,6 +49,12 @@ function(attention_tuned_kernels)
   if (NOT ATTENTION_TUNED_TABLES)
     return()
   endif ()
+  # The tuned kernels are the hand schedule's: in an autoscheduler build they would serve the
+  # calls of their buckets in place of the autoscheduled kernels that build exists to run.
+  if (ATTENTION_AUTOSCHEDULER)
+    message(STATUS "ATTENTION_AUTOSCHEDULER=${ATTENTION_AUTOSCHEDULER}: tuned tables not built")
+    return()
+  endif ()
   # CONFIGURE_DEPENDS: a table added or removed configures again.
   file(GLOB tables CONFIGURE_DEPENDS "${PROJECT_SOURCE_DIR}/autoschedules/*.json")
   foreach (table IN LISTS tables)
