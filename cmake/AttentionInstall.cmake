@@ -1,0 +1,55 @@
+# `cmake --install <build> --prefix P`: the library with every generated kernel linked in, the
+# public header, a CMake package (find_package(attention CONFIG) -> attention::attention, with a
+# version file) and a pkg-config file (attention.pc). Everything is found relative to P, so the
+# prefix can be moved or packaged.
+#
+# The kernels are separate static libraries in the build tree (one per attention_kernel()); the
+# installed libattention.a is one archive holding the runtime's objects, every kernel's objects and
+# Halide's runtime (cmake/merge_archives.cmake), so a user links one file.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+get_property(attention_installed_kernels GLOBAL PROPERTY ATTENTION_KERNELS)
+set(attention_archive "${PROJECT_BINARY_DIR}/package/libattention.a")
+set(attention_archive_list "${PROJECT_BINARY_DIR}/package/archives.txt")
+set(archives "$<TARGET_FILE:attention>")
+foreach (kernel IN LISTS attention_installed_kernels ITEMS attention_halide_runtime)
+  string(APPEND archives "\n$<TARGET_FILE:${kernel}>")
+endforeach ()
+file(GENERATE OUTPUT "${attention_archive_list}" CONTENT "${archives}\n")
+add_custom_command(
+  OUTPUT "${attention_archive}"
+  COMMAND "${CMAKE_COMMAND}" -DAR=${CMAKE_AR} -DOUTPUT=${attention_archive}
+          -DLIST=${attention_archive_list} -P "${PROJECT_SOURCE_DIR}/cmake/merge_archives.cmake"
+  DEPENDS attention attention_halide_runtime ${attention_installed_kernels}
+          "${attention_archive_list}" "${PROJECT_SOURCE_DIR}/cmake/merge_archives.cmake"
+  COMMENT "Merging the runtime and every kernel into package/libattention.a"
+  VERBATIM)
+add_custom_target(attention_package ALL DEPENDS "${attention_archive}")
+
+install(FILES "${attention_archive}" DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/runtime/include/attention"
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES "${PROJECT_SOURCE_DIR}/LICENSE" DESTINATION ${CMAKE_INSTALL_DATADIR}/attention)
+
+# What a consumer must link besides the archive: the GPU backends' dlopen and Halide's thread pool.
+set(ATTENTION_PACKAGE_LIBS "-ldl -lpthread -lm")
+# The Halide targets the kernels were built for, best first (attention_TARGETS in the package).
+string(JOIN ";" ATTENTION_PACKAGE_TARGETS ${ATTENTION_TARGETS})
+set(config_dir ${CMAKE_INSTALL_LIBDIR}/cmake/attention)
+configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/attentionConfig.cmake.in"
+                              "${PROJECT_BINARY_DIR}/package/attentionConfig.cmake"
+                              INSTALL_DESTINATION ${config_dir}
+                              PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_LIBDIR)
+write_basic_package_version_file("${PROJECT_BINARY_DIR}/package/attentionConfigVersion.cmake"
+                                 VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+install(FILES "${PROJECT_BINARY_DIR}/package/attentionConfig.cmake"
+              "${PROJECT_BINARY_DIR}/package/attentionConfigVersion.cmake"
+        DESTINATION ${config_dir})
+# attention.pc finds the prefix from its own place (pkg-config's pcfiledir): relocatable too.
+file(RELATIVE_PATH ATTENTION_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")
+string(REGEX REPLACE "/$" "" ATTENTION_PC_TO_PREFIX "${ATTENTION_PC_TO_PREFIX}")
+configure_file("${PROJECT_SOURCE_DIR}/cmake/attention.pc.in" "${PROJECT_BINARY_DIR}/package/attention.pc"
+               @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/package/attention.pc"
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

@@ -1,0 +1,197 @@
+// An application outside the project: it sees only the installed header and library (found through
+// find_package(attention) or pkg-config), and checks an SDPA call (grouped-query, bottom-right
+// causal, logsumexp out) and an MHA call against naive double loops on fresh random inputs, with
+// NaN-poisoned outputs, plus one bad call. Exit status 0 when everything matches.
+#include <attention/attention.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+const float kPoison = std::numeric_limits<float>::quiet_NaN();
+int failures = 0;
+
+std::vector<float> random_values(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(n);
+  for (float& x : values) x = dist(rng);
+  return values;
+}
+
+// max |a - ref| <= 2e-5 · max(1, max |ref|) and relative L2 <= 1e-5 (the library's fp32 rule).
+void expect_close(const char* what, const std::vector<float>& got, const std::vector<double>& ref) {
+  double max_err = 0, max_ref = 0, err2 = 0, ref2 = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double e = std::fabs(double(got[i]) - ref[i]);
+    max_err = std::isnan(got[i]) ? INFINITY : std::max(max_err, e);
+    max_ref = std::max(max_ref, std::fabs(ref[i]));
+    err2 += e * e;
+    ref2 += ref[i] * ref[i];
+  }
+  const double rel_l2 = std::sqrt(err2 / std::max(ref2, 1e-300));
+  const bool ok = max_err <= 2e-5 * std::max(1.0, max_ref) && rel_l2 <= 1e-5;
+  std::printf("%-34s max abs error %.2e, relative L2 %.2e: %s\n", what, max_err, rel_l2,
+              ok ? "ok" : "FAILED");
+  failures += !ok;
+}
+
+void check_sdpa(std::mt19937& rng) {
+  const int B = 2, H = 4, Hkv = 2, Sq = 37, Sk = 53, D = 64, Dv = 48;
+  const std::vector<float> q = random_values(size_t(B) * H * Sq * D, rng);
+  const std::vector<float> k = random_values(size_t(B) * Hkv * Sk * D, rng);
+  const std::vector<float> v = random_values(size_t(B) * Hkv * Sk * Dv, rng);
+  std::vector<float> out(size_t(B) * H * Sq * Dv, kPoison), lse(size_t(B) * H * Sq, kPoison);
+  attention::SdpaOptions options;
+  options.mask.causal = attention::Causal::BottomRight;
+  options.logsumexp = attention::TensorView::contiguous(lse.data(), {B, H, Sq});
+  std::vector<float> qc = q, kc = k, vc = v;  // the API takes float*: keep the inputs pristine
+  const attention::Status status = attention::scaled_dot_product_attention(
+      attention::TensorView::contiguous(qc.data(), {B, H, Sq, D}),
+      attention::TensorView::contiguous(kc.data(), {B, Hkv, Sk, D}),
+      attention::TensorView::contiguous(vc.data(), {B, Hkv, Sk, Dv}),
+      attention::TensorView::contiguous(out.data(), {B, H, Sq, Dv}), options);
+  if (!status) {
+    std::printf("scaled_dot_product_attention failed: %s\n", status.message().c_str());
+    ++failures;
+    return;
+  }
+  std::vector<double> ref_out(out.size()), ref_lse(lse.size());
+  const double scale = 1.0 / std::sqrt(double(D));
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < H; ++h) {
+      const int g = h / (H / Hkv);
+      for (int i = 0; i < Sq; ++i) {
+        const int last = i + Sk - Sq;  // bottom-right: the last query sees every key
+        std::vector<double> s(Sk, -INFINITY);
+        double m = -INFINITY;
+        for (int j = 0; j <= last && j < Sk; ++j) {
+          double dot = 0;
+          for (int d = 0; d < D; ++d) {
+            dot += double(q[((size_t(b) * H + h) * Sq + i) * D + d]) *
+                   k[((size_t(b) * Hkv + g) * Sk + j) * D + d];
+          }
+          s[j] = dot * scale;
+          m = std::max(m, s[j]);
+        }
+        double sum = 0;
+        for (int j = 0; j < Sk; ++j) sum += s[j] == -INFINITY ? 0 : std::exp(s[j] - m);
+        ref_lse[(size_t(b) * H + h) * Sq + i] = m + std::log(sum);
+        for (int c = 0; c < Dv; ++c) {
+          double acc = 0;
+          for (int j = 0; j < Sk; ++j) {
+            if (s[j] != -INFINITY) {
+              acc += std::exp(s[j] - m) / sum * v[((size_t(b) * Hkv + g) * Sk + j) * Dv + c];
+            }
+          }
+          ref_out[((size_t(b) * H + h) * Sq + i) * Dv + c] = acc;
+        }
+      }
+    }
+  }
+  expect_close("SDPA out (GQA, causal)", out, ref_out);
+  expect_close("SDPA logsumexp", lse, ref_lse);
+}
+
+// y [rows, n] = x [rows, m] · Wᵀ [n, m] + bias [n], in double.
+std::vector<double> linear(const std::vector<double>& x, int rows, int m, const std::vector<float>& w,
+                           const std::vector<float>& bias, int n) {
+  std::vector<double> y(size_t(rows) * n);
+  for (int r = 0; r < rows; ++r) {
+    for (int o = 0; o < n; ++o) {
+      double acc = bias[o];
+      for (int i = 0; i < m; ++i) acc += x[size_t(r) * m + i] * w[size_t(o) * m + i];
+      y[size_t(r) * n + o] = acc;
+    }
+  }
+  return y;
+}
+
+void check_mha(std::mt19937& rng) {
+  const int B = 2, S = 29, E = 64, H = 4, D = E / H;
+  const std::vector<float> x = random_values(size_t(B) * S * E, rng);
+  const std::vector<float> w_in = random_values(size_t(3) * E * E, rng);
+  const std::vector<float> b_in = random_values(size_t(3) * E, rng);
+  const std::vector<float> w_out = random_values(size_t(E) * E, rng);
+  const std::vector<float> b_out = random_values(size_t(E), rng);
+  std::vector<float> out(size_t(B) * S * E, kPoison);
+  std::vector<float> xc = x, w_inc = w_in, b_inc = b_in, w_outc = w_out, b_outc = b_out;
+  attention::MhaWeights weights;
+  weights.in_proj_weight = attention::TensorView::contiguous(w_inc.data(), {3 * E, E});
+  weights.in_proj_bias = attention::TensorView::contiguous(b_inc.data(), {3 * E});
+  weights.out_proj_weight = attention::TensorView::contiguous(w_outc.data(), {E, E});
+  weights.out_proj_bias = attention::TensorView::contiguous(b_outc.data(), {E});
+  attention::MhaOptions options;
+  options.num_heads = H;
+  const attention::TensorView xv = attention::TensorView::contiguous(xc.data(), {B, S, E});
+  const attention::Status status = attention::multi_head_attention(
+      xv, xv, weights, attention::TensorView::contiguous(out.data(), {B, S, E}), options);
+  if (!status) {
+    std::printf("multi_head_attention failed: %s\n", status.message().c_str());
+    ++failures;
+    return;
+  }
+  std::vector<double> ref(out.size());
+  const double scale = 1.0 / std::sqrt(double(D));
+  for (int b = 0; b < B; ++b) {
+    const std::vector<double> xb(x.begin() + size_t(b) * S * E, x.begin() + size_t(b + 1) * S * E);
+    const std::vector<double> qkv = linear(xb, S, E, w_in, b_in, 3 * E);  // [S, 3E]: q | k | v
+    std::vector<double> heads(size_t(S) * E);
+    for (int h = 0; h < H; ++h) {
+      for (int i = 0; i < S; ++i) {
+        std::vector<double> s(S);
+        double m = -INFINITY, sum = 0;
+        for (int j = 0; j < S; ++j) {
+          double dot = 0;
+          for (int d = 0; d < D; ++d) dot += qkv[i * 3 * E + h * D + d] * qkv[j * 3 * E + E + h * D + d];
+          s[j] = dot * scale;
+          m = std::max(m, s[j]);
+        }
+        for (int j = 0; j < S; ++j) sum += std::exp(s[j] - m);
+        for (int d = 0; d < D; ++d) {
+          double acc = 0;
+          for (int j = 0; j < S; ++j) acc += std::exp(s[j] - m) / sum * qkv[j * 3 * E + 2 * E + h * D + d];
+          heads[size_t(i) * E + h * D + d] = acc;
+        }
+      }
+    }
+    const std::vector<double> y = linear(heads, S, E, w_out, b_out, E);
+    std::copy(y.begin(), y.end(), ref.begin() + size_t(b) * S * E);
+  }
+  expect_close("MHA out (self-attention)", out, ref);
+}
+
+// A bad shape is refused with a message naming the argument, and nothing is written.
+void check_bad_call() {
+  std::vector<float> q(2 * 8, 1.0f), k(3 * 4, 1.0f), v(3 * 8, 1.0f), out(2 * 8, kPoison);
+  const attention::Status status = attention::scaled_dot_product_attention(
+      attention::TensorView::contiguous(q.data(), {1, 1, 2, 8}),
+      attention::TensorView::contiguous(k.data(), {1, 1, 3, 4}),  // D = 4, q has 8
+      attention::TensorView::contiguous(v.data(), {1, 1, 3, 8}),
+      attention::TensorView::contiguous(out.data(), {1, 1, 2, 8}));
+  bool untouched = true;
+  for (float x : out) untouched = untouched && std::isnan(x);
+  const bool ok = !status.ok() && status.message().rfind("k:", 0) == 0 && untouched;
+  std::printf("%-34s \"%s\": %s\n", "bad call (k's D differs from q's)", status.message().c_str(),
+              ok ? "ok" : "FAILED");
+  failures += !ok;
+}
+
+}  // namespace
+
+int main() {
+  std::random_device seed_source;
+  const unsigned seed = seed_source();
+  std::printf("attention consumer: kernels for %s, seed %u\n",
+              attention::cpu_kernel_target().c_str(), seed);
+  std::mt19937 rng(seed);
+  check_sdpa(rng);
+  check_mha(rng);
+  check_bad_call();
+  std::printf("%s\n", failures == 0 ? "all checks passed" : "SOME CHECKS FAILED");
+  return failures == 0 ? 0 : 1;
+}
