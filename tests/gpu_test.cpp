@@ -45,6 +45,7 @@ TEST(GpuErrors, MixedDevicesAreRejected) {
   const attention::Status status = attention::scaled_dot_product_attention(
       on_cuda(call.t.q.view()), call.t.k.view(), call.t.v.view(), call.t.out.view());
   ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), attention::StatusCode::InvalidArgument);
   EXPECT_NE(status.message().find("k: on Device::CPU but q is on Device::CUDA"), std::string::npos)
       << status.message();
   EXPECT_TRUE(all_nan(call.t.out)) << "out was written";
@@ -104,6 +105,8 @@ TEST(GpuErrors, UnavailableCudaIsAnError) {
   const attention::Status status = attention::scaled_dot_product_attention(
       call.t.q.view(), call.t.k.view(), call.t.v.view(), call.t.out.view(), options);
   ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), attention::StatusCode::BackendUnavailable);
+  EXPECT_EQ(available.code(), attention::StatusCode::BackendUnavailable);
   EXPECT_EQ(status.message(), available.message());
   EXPECT_NE(status.message().find("backend CUDA is not available here: "), std::string::npos);
   EXPECT_TRUE(all_nan(call.t.out));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "halide_view.h"
 #include "reference/sdpa_reference.h"
 #include "test_util.h"
 
@@ -59,6 +60,7 @@ class SdpaValidation : public ::testing::Test {
 
     const attention::Status status = attention::scaled_dot_product_attention(q, k, v, out, options);
     ASSERT_FALSE(status.ok());
+    EXPECT_EQ(status.code(), attention::StatusCode::InvalidArgument) << status.message();
     const std::string& message = status.message();
     std::string lower = message;
     std::transform(lower.begin(), lower.end(), lower.begin(),
@@ -95,6 +97,7 @@ TEST_F(SdpaValidation, ValidProblemIsAccepted) {
   SCOPED_TRACE(seed_note(seed_));
   const attention::Status status = attention::scaled_dot_product_attention(q, k, v, out, options);
   ASSERT_TRUE(status.ok()) << status.message();
+  EXPECT_EQ(status.code(), attention::StatusCode::Ok);
   EXPECT_TRUE(status.message().empty());
   std::vector<double> reference_out, reference_lse;
   reference_sdpa(q, k, v, 1.0 / std::sqrt(static_cast<double>(kD)), &reference_out, &reference_lse);
@@ -353,6 +356,27 @@ TEST_F(SdpaValidation, MaskOverlappingOutput) {
   options.mask.additive_mask =
       TensorView::strided(storage_of(out_), {1, 1, kSq, kSk}, {0, 0, kSk, 1});
   expect_rejected({"out"}, {{"overlaps mask.additive_mask"}});
+}
+
+// Status codes let an application react without parsing messages: a Halide allocation failure is
+// OutOfMemory, any other kernel error KernelFailure, and an error is never ok.
+TEST(StatusCodes, HalideErrorsMapToCodes) {
+  using attention::StatusCode;
+  EXPECT_EQ(attention::detail::status_code_of_halide_error(halide_error_code_out_of_memory),
+            StatusCode::OutOfMemory);
+  EXPECT_EQ(attention::detail::status_code_of_halide_error(halide_error_code_device_malloc_failed),
+            StatusCode::OutOfMemory);
+  EXPECT_EQ(attention::detail::status_code_of_halide_error(halide_error_code_generic_error),
+            StatusCode::KernelFailure);
+  EXPECT_EQ(attention::detail::status_code_of_halide_error(halide_error_code_bad_type),
+            StatusCode::KernelFailure);
+  const attention::Status error = attention::Status::error(StatusCode::Ok, "not ok after all");
+  EXPECT_FALSE(error.ok());
+  EXPECT_EQ(error.code(), StatusCode::KernelFailure);
+  EXPECT_EQ(attention::Status::ok_status().code(), StatusCode::Ok);
+  EXPECT_STREQ(attention::status_code_name(StatusCode::InvalidArgument), "invalid argument");
+  EXPECT_STREQ(attention::status_code_name(StatusCode::BackendUnavailable), "backend unavailable");
+  EXPECT_STREQ(attention::status_code_name(StatusCode::OutOfMemory), "out of memory");
 }
 
 }  // namespace

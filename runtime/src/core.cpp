@@ -71,6 +71,18 @@ const std::string& Status::message() const {
   return error_ ? *error_ : empty;
 }
 
+const char* status_code_name(StatusCode code) {
+  switch (code) {
+    case StatusCode::Ok: return "ok";
+    case StatusCode::InvalidArgument: return "invalid argument";
+    case StatusCode::Unsupported: return "unsupported";
+    case StatusCode::BackendUnavailable: return "backend unavailable";
+    case StatusCode::OutOfMemory: return "out of memory";
+    case StatusCode::KernelFailure: return "kernel failure";
+  }
+  return "unknown";
+}
+
 void set_num_threads(int n) { halide_set_num_threads(n < 1 ? 0 : n); }
 
 int num_threads() {

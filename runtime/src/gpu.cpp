@@ -231,8 +231,9 @@ Status GpuCall::scratch(halide_buffer_t* buffer) {
 }
 
 Status GpuCall::failure(const char* what, int code) {
-  return Status::invalid(std::string("internal: ") + what + " failed (code " +
-                         std::to_string(code) + "): " + call_.error);
+  return Status::error(status_code_of_halide_error(code), std::string("internal: ") + what +
+                                                             " failed (code " + std::to_string(code) +
+                                                             "): " + call_.error);
 }
 
 Status GpuCall::finish() {
@@ -250,8 +251,9 @@ Status GpuCall::finish() {
 Status backend_available(Backend backend) {
   const std::string& reason = detail::unavailable(backend);
   if (reason.empty()) return Status::ok_status();
-  return Status::invalid(std::string("backend ") + detail::backend_name(backend) +
-                         " is not available here: " + reason);
+  return Status::error(StatusCode::BackendUnavailable, std::string("backend ") +
+                                                           detail::backend_name(backend) +
+                                                           " is not available here: " + reason);
 }
 
 }  // namespace attention

@@ -34,6 +34,14 @@ struct KernelCall {
 // Idempotent.
 void configure_halide_runtime();
 
+// The Status code of a Halide runtime error code: allocation failures are OutOfMemory, the rest
+// KernelFailure.
+inline StatusCode status_code_of_halide_error(int code) {
+  return code == halide_error_code_out_of_memory || code == halide_error_code_device_malloc_failed
+             ? StatusCode::OutOfMemory
+             : StatusCode::KernelFailure;
+}
+
 // Calls a generated kernel (built with the user_context feature); a Halide error becomes a Status
 // carrying Halide's message.
 template <typename Kernel, typename... Args>
@@ -42,8 +50,9 @@ Status run_kernel(const char* kernel_name, Kernel kernel, Args... args) {
   KernelCall call;
   const int code = kernel(&call, args...);
   if (code == 0) return Status::ok_status();
-  return Status::invalid(std::string("internal: kernel ") + kernel_name + " failed (code " +
-                         std::to_string(code) + "): " + call.error);
+  return Status::error(status_code_of_halide_error(code),
+                       std::string("internal: kernel ") + kernel_name + " failed (code " +
+                           std::to_string(code) + "): " + call.error);
 }
 
 // run_kernel with the arguments in parts (tuples), concatenated in order: e.g. the inputs, then

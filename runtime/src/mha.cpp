@@ -158,7 +158,8 @@ Status check_mha_args(const TensorView& x_q, const TensorView& x_kv, const MhaWe
   // Per head [B, H, Sq, Sk], or averaged over heads [B, Sq, Sk].
   const TensorView& aw = o.attention_weights;
   if (detail::given(aw) && device != Device::CPU) {
-    return Status::invalid(
+    return Status::error(
+        StatusCode::Unsupported,
         "options.attention_weights: the GPU kernels do not produce the attention weights; ask for "
         "them with host tensors on Backend::CPU");
   }
@@ -302,7 +303,8 @@ Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
   if (s.B == 0 || s.Sq == 0) return Status::ok_status();
   if (s.Sk == 0) {
     if (run == detail::Run::CUDA) {
-      return Status::invalid("x_kv: Sk = 0 is not supported for Device::CUDA tensors yet");
+      return Status::error(StatusCode::Unsupported,
+                           "x_kv: Sk = 0 is not supported for Device::CUDA tensors yet");
     }
     write_rows_without_keys(out, weights.out_proj_bias);
     return Status::ok_status();

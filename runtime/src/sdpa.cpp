@@ -101,7 +101,7 @@ Status run_gpu(detail::Run run, const TensorView& q, const TensorView& k, const 
 #else
 Status run_gpu(detail::Run, const TensorView&, const TensorView&, const TensorView&,
                const TensorView&, const TensorView&, float, const MaskOptions&) {
-  return Status::invalid("internal: no GPU kernels in this build");  // resolve_backend refuses
+  return Status::error(StatusCode::BackendUnavailable, "internal: no GPU kernels in this build");  // resolve_backend refuses
 }
 #endif
 
@@ -141,7 +141,8 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   if (k.shape[2] == 0) {  // no keys: every row is fully masked
     if (run == detail::Run::CUDA) {
-      return Status::invalid("k: Sk = 0 is not supported for Device::CUDA tensors yet");
+      return Status::error(StatusCode::Unsupported,
+                           "k: Sk = 0 is not supported for Device::CUDA tensors yet");
     }
     detail::write_rows_without_keys(out, options.logsumexp);
     return Status::ok_status();

@@ -61,22 +61,42 @@ struct TensorView {
   int64_t numel() const;
 };
 
-// Result of every entry point: ok, or an error whose message names the argument and what was
-// expected.
+// What kind of error a Status holds, for an application to react to without parsing messages.
+enum class StatusCode {
+  Ok,
+  InvalidArgument,     // a bad shape, stride, dtype, device or option: the message names it
+  Unsupported,         // a valid request this build or backend does not do (yet)
+  BackendUnavailable,  // the backend asked for cannot run on this machine (no driver, no device)
+  OutOfMemory,         // host or device memory could not be allocated for the call
+  KernelFailure,       // a generated kernel or the GPU runtime reported an error
+};
+
+// Result of every entry point: ok, or an error with a code and a message that names the argument
+// and what was expected.
 class Status {
  public:
   static Status ok_status() { return Status(); }
-  static Status invalid(std::string message) { return Status(std::move(message)); }
-  bool ok() const { return !error_.has_value(); }
+  static Status invalid(std::string message) {
+    return error(StatusCode::InvalidArgument, std::move(message));
+  }
+  static Status error(StatusCode code, std::string message) {
+    return Status(code == StatusCode::Ok ? StatusCode::KernelFailure : code, std::move(message));
+  }
+  bool ok() const { return code_ == StatusCode::Ok; }
   explicit operator bool() const { return ok(); }
+  StatusCode code() const { return code_; }
   // Empty when ok().
   const std::string& message() const;
 
  private:
   Status() = default;
-  explicit Status(std::string message) : error_(std::move(message)) {}
+  Status(StatusCode code, std::string message) : code_(code), error_(std::move(message)) {}
+  StatusCode code_ = StatusCode::Ok;
   std::optional<std::string> error_;
 };
+
+// "ok", "invalid argument", "unsupported", "backend unavailable", "out of memory", "kernel failure".
+const char* status_code_name(StatusCode code);
 
 // ok when `backend` can run here: for CUDA a driver (libcuda.so.1) with at least one device, for
 // OpenCL an ICD loader (libOpenCL.so.1) with a device; otherwise an error saying what is missing.
