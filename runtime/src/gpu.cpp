@@ -101,10 +101,17 @@ const char* backend_name(Backend backend) {
 }
 
 #if ATTENTION_GPU
+// The hooks installed before ours: an application's own Halide pipelines keep them.
+halide_cuda_acquire_context_t previous_acquire = nullptr;
+halide_cuda_release_context_t previous_release = nullptr;
+
 // Halide's CUDA runtime creates a context of its own by default; device pointers from the
 // application (PyTorch, cudaMalloc) live in the context current on the calling thread or in the
-// device's primary context, so kernels run there instead.
-int acquire_cuda_context(void* /*user_context*/, void** ctx, bool /*create*/) {
+// device's primary context, so our kernels run there instead. Other calls go to the previous hook.
+int acquire_cuda_context(void* user_context, void** ctx, bool create) {
+  if (!is_our_call(user_context) && previous_acquire != nullptr) {
+    return previous_acquire(user_context, ctx, create);
+  }
   void* current = nullptr;
   auto get_current = cuda_symbol<CuCtxGetCurrent>("cuCtxGetCurrent");
   if (get_current && get_current(&current) == 0 && current != nullptr) {
@@ -124,7 +131,12 @@ int acquire_cuda_context(void* /*user_context*/, void** ctx, bool /*create*/) {
   return 0;
 }
 
-int release_cuda_context(void* /*user_context*/) { return 0; }
+int release_cuda_context(void* user_context) {
+  if (!is_our_call(user_context) && previous_release != nullptr) {
+    return previous_release(user_context);
+  }
+  return 0;
+}
 #endif
 
 }  // namespace
@@ -179,8 +191,8 @@ GpuCall::GpuCall(Run run)
   if (run == Run::CUDA) {
     static std::once_flag once;
     std::call_once(once, [] {
-      halide_set_cuda_acquire_context(acquire_cuda_context);
-      halide_set_cuda_release_context(release_cuda_context);
+      previous_acquire = halide_set_cuda_acquire_context(acquire_cuda_context);
+      previous_release = halide_set_cuda_release_context(release_cuda_context);
     });
   }
 }

@@ -1,14 +1,33 @@
 #include "halide_view.h"
 
+#include <unordered_set>
+
 #include "scratch_allocator.h"
 
 namespace attention::detail {
 namespace {
 
+// The live KernelCalls. Never destroyed: Halide's hooks may still run while the process exits.
+struct LiveCalls {
+  std::mutex mutex;
+  std::unordered_set<const void*> calls;
+};
+LiveCalls& live_calls() {
+  static LiveCalls* calls = new LiveCalls;
+  return *calls;
+}
+
+// The handler that was installed before ours (an application's, or Halide's default).
+halide_error_handler_t previous_error_handler = nullptr;
+
 // Halide hands every error of a call, from whichever thread raised it, the call's user_context.
-// Calls without a context (a test calling a kernel directly) keep Halide's default: stderr.
+// Every other error (an application's own pipeline, a kernel called without a context) goes to
+// the handler installed before ours, by default Halide's (stderr).
 void record_halide_error(void* user_context, const char* message) {
-  if (user_context == nullptr) return halide_default_error(user_context, message);
+  if (!is_our_call(user_context)) {
+    return (previous_error_handler ? previous_error_handler : halide_default_error)(user_context,
+                                                                                   message);
+  }
   auto* call = static_cast<KernelCall*>(user_context);
   const std::lock_guard<std::mutex> lock(call->mutex);
   call->error += message;
@@ -31,11 +50,30 @@ HalideView::HalideView(const TensorView& t) {
   buffer_.dim = dims_;
 }
 
+KernelCall::KernelCall() {
+  LiveCalls& live = live_calls();
+  const std::lock_guard<std::mutex> lock(live.mutex);
+  live.calls.insert(this);
+}
+
+KernelCall::~KernelCall() {
+  LiveCalls& live = live_calls();
+  const std::lock_guard<std::mutex> lock(live.mutex);
+  live.calls.erase(this);
+}
+
+bool is_our_call(const void* user_context) {
+  if (user_context == nullptr) return false;
+  LiveCalls& live = live_calls();
+  const std::lock_guard<std::mutex> lock(live.mutex);
+  return live.calls.count(user_context) != 0;
+}
+
 void configure_halide_runtime() {
   static std::once_flag once;
   std::call_once(once, [] {
     // Halide's default handler prints to stderr and may abort; ours reports through Status instead.
-    halide_set_error_handler(record_halide_error);
+    previous_error_handler = halide_set_error_handler(record_halide_error);
     install_scratch_allocator();
   });
 }

@@ -24,11 +24,21 @@ class HalideView {
   halide_buffer_t buffer_{};
 };
 
-// What Halide reports during one kernel call; its address is the call's user_context.
+// What Halide reports during one kernel call; its address is the call's user_context. Alive calls
+// are registered, so Halide's process-wide hooks can tell ours from an application's own Halide
+// pipelines, whose user_context is not ours to read.
 struct KernelCall {
+  KernelCall();
+  ~KernelCall();
+  KernelCall(const KernelCall&) = delete;
+  KernelCall& operator=(const KernelCall&) = delete;
+
   std::mutex mutex;  // parallel tasks of one call may fail at once
   std::string error;
 };
+
+// True when `user_context` is a live KernelCall of this library.
+bool is_our_call(const void* user_context);
 
 // Routes Halide's errors into the calling KernelCall and its scratch memory through our allocator.
 // Idempotent.

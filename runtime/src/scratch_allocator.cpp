@@ -30,7 +30,12 @@ size_t& capacity_of(void* user) {
   return *reinterpret_cast<size_t*>(static_cast<char*>(user) - kHeader);
 }
 
-void release(void* user) { halide_default_free(nullptr, static_cast<char*>(user) - kHeader); }
+// The allocator installed before ours (an application's, or Halide's default): the memory itself
+// always comes from it, so an application that routes Halide's allocations still sees them all.
+halide_malloc_t underlying_malloc = halide_default_malloc;
+halide_free_t underlying_free = halide_default_free;
+
+void release(void* user) { underlying_free(nullptr, static_cast<char*>(user) - kHeader); }
 
 class ThreadCache {
  public:
@@ -77,7 +82,7 @@ thread_local ThreadCache cache;
 void* scratch_malloc(void* user_context, size_t size) {
   size = (size + kAlignment - 1) / kAlignment * kAlignment;
   if (void* reused = cache.take(size)) return reused;
-  auto* base = static_cast<char*>(halide_default_malloc(user_context, size + kHeader));
+  auto* base = static_cast<char*>(underlying_malloc(user_context, size + kHeader));
   if (base == nullptr) return nullptr;
   void* user = base + kHeader;
   capacity_of(user) = size;
@@ -91,8 +96,12 @@ void scratch_free(void* /*user_context*/, void* user) {
 }  // namespace
 
 void install_scratch_allocator() {
-  halide_set_custom_malloc(scratch_malloc);
-  halide_set_custom_free(scratch_free);
+  const halide_malloc_t previous_malloc = halide_set_custom_malloc(scratch_malloc);
+  const halide_free_t previous_free = halide_set_custom_free(scratch_free);
+  if (previous_malloc != nullptr && previous_free != nullptr) {
+    underlying_malloc = previous_malloc;
+    underlying_free = previous_free;
+  }
 }
 
 }  // namespace attention::detail
