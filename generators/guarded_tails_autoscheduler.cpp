@@ -37,8 +37,8 @@ void guard_tails(Internal::Definition definition) {  // a handle: edits the shar
   }
 }
 
-void guarded_tails(const Pipeline& pipeline, const Target& target, const AutoschedulerParams& params,
-                   AutoSchedulerResults* results) {
+void guarded_tails(const Pipeline& pipeline, const Target& target,
+                   const AutoschedulerParams& params, AutoSchedulerResults* results) {
   AutoschedulerParams inner;
   for (const auto& [key, value] : params.extra) {
     if (key == "inner") {

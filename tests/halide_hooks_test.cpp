@@ -45,8 +45,8 @@ TEST(HalideHooks, ApplicationPipelinesKeepTheirErrorHandler) {
   }
   // A library call installs the library's hooks on top of the application's.
   SdpaTensors t(sdpa_case(1, 2, 2, 5, 7, 16, 16), 1);
-  const attention::Status ok = attention::scaled_dot_product_attention(
-      t.q.view(), t.k.view(), t.v.view(), t.out.view());
+  const attention::Status ok =
+      attention::scaled_dot_product_attention(t.q.view(), t.k.view(), t.v.view(), t.out.view());
   ASSERT_TRUE(ok.ok()) << ok.message();
 
   // The application's pipeline fails with its own context: its handler gets the error.

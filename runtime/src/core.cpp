@@ -66,19 +66,20 @@ int64_t TensorView::numel() const {
   return n;
 }
 
-const std::string& Status::message() const {
-  static const std::string empty;
-  return error_ ? *error_ : empty;
-}
-
 const char* status_code_name(StatusCode code) {
   switch (code) {
-    case StatusCode::Ok: return "ok";
-    case StatusCode::InvalidArgument: return "invalid argument";
-    case StatusCode::Unsupported: return "unsupported";
-    case StatusCode::BackendUnavailable: return "backend unavailable";
-    case StatusCode::OutOfMemory: return "out of memory";
-    case StatusCode::KernelFailure: return "kernel failure";
+    case StatusCode::Ok:
+      return "ok";
+    case StatusCode::InvalidArgument:
+      return "invalid argument";
+    case StatusCode::Unsupported:
+      return "unsupported";
+    case StatusCode::BackendUnavailable:
+      return "backend unavailable";
+    case StatusCode::OutOfMemory:
+      return "out of memory";
+    case StatusCode::KernelFailure:
+      return "kernel failure";
   }
   return "unknown";
 }

@@ -243,9 +243,9 @@ Status GpuCall::scratch(halide_buffer_t* buffer) {
 }
 
 Status GpuCall::failure(const char* what, int code) {
-  return Status::error(status_code_of_halide_error(code), std::string("internal: ") + what +
-                                                             " failed (code " + std::to_string(code) +
-                                                             "): " + call_.error);
+  return Status::error(status_code_of_halide_error(code),
+                       std::string("internal: ") + what + " failed (code " + std::to_string(code) +
+                           "): " + call_.error);
 }
 
 Status GpuCall::finish() {

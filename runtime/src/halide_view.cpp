@@ -26,7 +26,7 @@ halide_error_handler_t previous_error_handler = nullptr;
 void record_halide_error(void* user_context, const char* message) {
   if (!is_our_call(user_context)) {
     return (previous_error_handler ? previous_error_handler : halide_default_error)(user_context,
-                                                                                   message);
+                                                                                    message);
   }
   auto* call = static_cast<KernelCall*>(user_context);
   const std::lock_guard<std::mutex> lock(call->mutex);

@@ -101,7 +101,8 @@ Status run_gpu(detail::Run run, const TensorView& q, const TensorView& k, const 
 #else
 Status run_gpu(detail::Run, const TensorView&, const TensorView&, const TensorView&,
                const TensorView&, const TensorView&, float, const MaskOptions&) {
-  return Status::error(StatusCode::BackendUnavailable, "internal: no GPU kernels in this build");  // resolve_backend refuses
+  // resolve_backend refuses GPU backends first; this is its guard.
+  return Status::error(StatusCode::BackendUnavailable, "internal: no GPU kernels in this build");
 }
 #endif
 

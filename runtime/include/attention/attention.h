@@ -86,16 +86,16 @@ class Status {
   explicit operator bool() const { return ok(); }
   StatusCode code() const { return code_; }
   // Empty when ok().
-  const std::string& message() const;
+  const std::string& message() const { return message_; }
 
  private:
   Status() = default;
-  Status(StatusCode code, std::string message) : code_(code), error_(std::move(message)) {}
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
   StatusCode code_ = StatusCode::Ok;
-  std::optional<std::string> error_;
+  std::string message_;
 };
 
-// "ok", "invalid argument", "unsupported", "backend unavailable", "out of memory", "kernel failure".
+// The code in words, e.g. "invalid argument", "backend unavailable" or "out of memory".
 const char* status_code_name(StatusCode code);
 
 // ok when `backend` can run here: for CUDA a driver (libcuda.so.1) with at least one device, for
