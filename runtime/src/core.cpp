@@ -105,32 +105,34 @@ std::vector<std::string> tuned_kernel_buckets() {
 
 namespace detail {
 
+CpuKernelInfo read_kernel_info(KernelInfoFn probe) {
+  constexpr int kBytes = 256;  // the generator's output extents (it checks them)
+  Halide::Runtime::Buffer<uint8_t> name(kBytes);
+  Halide::Runtime::Buffer<int32_t> tiling(CpuTiling::kFields, 2);
+  CpuKernelInfo result;
+  if (probe(nullptr, name.raw_buffer(), tiling.raw_buffer()) != 0) {
+    // Never seen; any split is still correct with these, merely less even.
+    result.target = "unknown";
+    result.prefill = attention_contract::cpu_tiling(4, 16, true);
+    result.decode = attention_contract::cpu_tiling(4, 16, false);
+    return result;
+  }
+  const char* text = reinterpret_cast<const char*>(name.data());
+  result.target.assign(text, std::find(text, text + kBytes, '\0'));
+  auto read = [&](int which) {
+    std::array<int, CpuTiling::kFields> fields{};
+    for (int f = 0; f < CpuTiling::kFields; ++f) fields[f] = tiling(f, which);
+    return CpuTiling::from_fields(fields);
+  };
+  result.prefill = read(0);
+  result.decode = read(1);
+  return result;
+}
+
 const CpuKernelInfo& cpu_kernel_info() {
   // A kernel built for the same targets as every other reports its own target and tilings: the
   // dispatch that picks it is the one that picks theirs.
-  static const CpuKernelInfo info = [] {
-    constexpr int kBytes = 256;  // the generator's output extents (it checks them)
-    Halide::Runtime::Buffer<uint8_t> name(kBytes);
-    Halide::Runtime::Buffer<int32_t> tiling(CpuTiling::kFields, 2);
-    CpuKernelInfo result;
-    if (attention_kernel_info(nullptr, name.raw_buffer(), tiling.raw_buffer()) != 0) {
-      // Never seen; any split is still correct with these, merely less even.
-      result.target = "unknown";
-      result.prefill = attention_contract::cpu_tiling(4, 16, true);
-      result.decode = attention_contract::cpu_tiling(4, 16, false);
-      return result;
-    }
-    const char* text = reinterpret_cast<const char*>(name.data());
-    result.target.assign(text, std::find(text, text + kBytes, '\0'));
-    auto read = [&](int which) {
-      std::array<int, CpuTiling::kFields> fields{};
-      for (int f = 0; f < CpuTiling::kFields; ++f) fields[f] = tiling(f, which);
-      return CpuTiling::from_fields(fields);
-    };
-    result.prefill = read(0);
-    result.decode = read(1);
-    return result;
-  }();
+  static const CpuKernelInfo info = read_kernel_info(attention_kernel_info);
   return info;
 }
 

@@ -9,6 +9,8 @@
 #include "gpu.h"
 #include "kernel_contract.h"
 
+struct halide_buffer_t;
+
 namespace attention::detail {
 
 using attention_contract::CpuTiling;
@@ -23,6 +25,10 @@ struct CpuKernelInfo {
   CpuTiling prefill, decode;
 };
 const CpuKernelInfo& cpu_kernel_info();
+// What a kernel_info kernel (generators/probe_generator.cpp) built for some list of targets reports:
+// the built-in one above, or a generated kernel library's (kernel_registry.cpp).
+using KernelInfoFn = int (*)(void const*, halide_buffer_t*, halide_buffer_t*);
+CpuKernelInfo read_kernel_info(KernelInfoFn probe);
 
 // The tiling generated kernel `kernel` runs with here: the default of its query tiling for the
 // variant that runs (GPU: for its API), with the tiling parameters the build gave it

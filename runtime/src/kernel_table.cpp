@@ -32,10 +32,10 @@ namespace {
 #define ATTENTION_SLOT(kernel) \
   { kernel, #kernel }
 
-const SdpaRow kSdpaCpu{
-    {ATTENTION_SLOT(sdpa_f32_prefill), ATTENTION_SLOT(sdpa_f32_decode)},
-    {ATTENTION_SLOT(sdpa_f32_masked_prefill), ATTENTION_SLOT(sdpa_f32_masked_decode)}};
-const MhaRow kMhaCpu{ATTENTION_SLOT(mha_f32), ATTENTION_SLOT(mha_f32_masked)};
+const CpuRows kBuiltinCpu{
+    {{ATTENTION_SLOT(sdpa_f32_prefill), ATTENTION_SLOT(sdpa_f32_decode)},
+     {ATTENTION_SLOT(sdpa_f32_masked_prefill), ATTENTION_SLOT(sdpa_f32_masked_decode)}},
+    {ATTENTION_SLOT(mha_f32), ATTENTION_SLOT(mha_f32_masked)}};
 #if ATTENTION_GPU
 const SdpaRow kSdpaCuda{
     {ATTENTION_SLOT(sdpa_f32_prefill_cuda), ATTENTION_SLOT(sdpa_f32_decode_cuda)},
@@ -68,24 +68,10 @@ std::atomic<bool> tuned_enabled{[] {
 }()};
 
 // Whether a Halide target string names the variant that runs here: the same features in any order
-// (the build writes targets as listed, kernel_info as Halide prints them). A sanitizer build's asan
-// feature is on both kernels alike and says nothing of the ISA.
+// (the build writes targets as listed, kernel_info as Halide prints them).
 bool runs_here(std::string_view target) {
-  const auto features = [](std::string_view text) {
-    std::vector<std::string> parts;
-    size_t start = 0;
-    while (start <= text.size()) {
-      size_t end = text.find('-', start);
-      if (end == std::string_view::npos) end = text.size();
-      const std::string part(text.substr(start, end - start));
-      if (part != "asan" && part != "user_context" && part != "no_runtime") parts.push_back(part);
-      start = end + 1;
-    }
-    std::sort(parts.begin(), parts.end());
-    return parts;
-  };
-  static const std::vector<std::string> here = features(cpu_kernel_info().target);
-  return features(target) == here;
+  static const std::vector<std::string> here = target_features(cpu_kernel_info().target);
+  return target_features(target) == here;
 }
 
 // The rows of `table` whose target runs here (fixed for the process: the CPU does not change).
@@ -151,13 +137,38 @@ Tiling with_build_params(const Tiling& base, const KernelBuild& build, const Par
 
 }  // namespace
 
+const CpuRows& builtin_cpu_rows() { return kBuiltinCpu; }
+
+std::vector<std::string> target_features(std::string_view target) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= target.size()) {
+    size_t end = target.find('-', start);
+    if (end == std::string_view::npos) end = target.size();
+    std::string part(target.substr(start, end - start));
+    // A sanitizer build's asan is on every kernel alike and says nothing of the ISA; the others
+    // are build-only features.
+    if (part != "asan" && part != "user_context" && part != "no_runtime") {
+      parts.push_back(std::move(part));
+    }
+    start = end + 1;
+  }
+  std::sort(parts.begin(), parts.end());
+  return parts;
+}
+
+CpuTiling tiling_with_params(const CpuTiling& base, const char* params) {
+  const KernelBuild build{"", "", params, ""};
+  return with_build_params(base, build, attention_contract::kCpuTilingParams);
+}
+
 const SdpaRow& sdpa_row(Run run) {
 #if ATTENTION_GPU
   if (run == Run::CUDA) return kSdpaCuda;
   if (run == Run::OpenCL) return kSdpaOpenCl;
 #endif
   (void)run;
-  return kSdpaCpu;
+  return cpu_rows().sdpa;
 }
 
 const MhaRow& mha_row(Run run) {
@@ -166,7 +177,7 @@ const MhaRow& mha_row(Run run) {
   if (run == Run::OpenCL) return kMhaOpenCl;
 #endif
   (void)run;
-  return kMhaCpu;
+  return cpu_rows().mha;
 }
 
 const TilingPair<decltype(&additive_f32_prefill)>& additive_row() { return kAdditive; }
@@ -187,9 +198,9 @@ std::vector<std::pair<std::string, std::string>> tuned_kernels_here() {
 }
 
 std::string cpu_sdpa_kernel(bool masked, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D) {
-  const SdpaRow& row = sdpa_row(Run::CPU);
-  return masked ? pick_masked_sdpa(row, B, H, Sq, Sk, D).kernel.name
-                : pick_sdpa(row, B, H, Sq, Sk, D).kernel.name;
+  const CpuRows& rows = cpu_rows();
+  return masked ? pick_masked_sdpa(rows, B, H, Sq, Sk, D).kernel.name
+                : pick_sdpa(rows, B, H, Sq, Sk, D).kernel.name;
 }
 
 void set_tuned_enabled(bool enabled) { tuned_enabled.store(enabled); }
@@ -233,7 +244,9 @@ const CpuTiling& kernel_cpu_tiling(std::string_view kernel) {
     return result;
   }();
   const auto found = tilings.find(kernel);
-  return found != tilings.end() ? found->second : cpu_kernel_info().prefill;
+  if (found != tilings.end()) return found->second;
+  const CpuTiling* registered = registered_kernel_tiling(kernel);
+  return registered != nullptr ? *registered : cpu_kernel_info().prefill;
 }
 
 const GpuTiling& kernel_gpu_tiling(std::string_view kernel) {
@@ -258,12 +271,13 @@ std::vector<KernelSlotInfo> kernel_slots() {
   std::vector<KernelSlotInfo> slots;
   for (Run run : backends()) {
     const std::string backend = backend_name(run);
-    const SdpaRow& sdpa = sdpa_row(run);
+    // The built-in kernels, whatever registered libraries serve now.
+    const SdpaRow& sdpa = run == Run::CPU ? kBuiltinCpu.sdpa : sdpa_row(run);
     slots.push_back({"sdpa", backend, "prefill", sdpa.plain.prefill.name});
     slots.push_back({"sdpa", backend, "decode", sdpa.plain.decode.name});
     slots.push_back({"sdpa", backend, "masked_prefill", sdpa.masked.prefill.name});
     slots.push_back({"sdpa", backend, "masked_decode", sdpa.masked.decode.name});
-    const MhaRow& mha = mha_row(run);
+    const MhaRow& mha = run == Run::CPU ? kBuiltinCpu.mha : mha_row(run);
     slots.push_back({"mha", backend, "plain", mha.plain.name});
     slots.push_back({"mha", backend, "masked", mha.masked.name});
   }

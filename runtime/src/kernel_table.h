@@ -62,6 +62,26 @@ struct TunedSlot {
   const char* target;
 };
 
+// The CPU rows of the SDPA and MHA families: the built-in kernels, or in place of some, the
+// kernels of generated kernel libraries the application registered (kernel_registry.cpp). Tuned
+// kernels serve a family only while its built-in kernels do.
+struct CpuRows {
+  SdpaRow sdpa;
+  MhaRow mha;
+  bool builtin_plain = true, builtin_masked = true;
+};
+const CpuRows& builtin_cpu_rows();  // kernel_table.cpp
+// The rows now, after registering the libraries that asked to be at their first use.
+const CpuRows& cpu_rows();  // kernel_registry.cpp
+// The tiling a registered library's kernel runs with here; nullptr for other names.
+const CpuTiling* registered_kernel_tiling(std::string_view kernel);
+// The words of a Halide target string (arch, bits, os, features), sorted, without the build-only
+// features (user_context, no_runtime, asan): equal for two spellings of one target.
+std::vector<std::string> target_features(std::string_view target);
+// The tiling of a kernel made with generator parameters `params` ("key=value ...") from a
+// variant's default tiling `base`.
+CpuTiling tiling_with_params(const CpuTiling& base, const char* params);
+
 // The kernel that serves a CPU call, and its variant and key split.
 template <typename Fn>
 struct CpuPick {
@@ -84,16 +104,21 @@ CpuPick<Fn> pick_cpu_kernel(const TilingPair<Fn>& pair, const KernelSlot<Fn>* tu
       choose_kernel(pair.prefill.name, pair.decode.name, B, H, Sq, Sk);
   return {pair[choice], choice};
 }
-inline CpuPick<decltype(&sdpa_f32_prefill)> pick_sdpa(const SdpaRow& row, int64_t B, int64_t H,
+inline CpuPick<decltype(&sdpa_f32_prefill)> pick_sdpa(const CpuRows& rows, int64_t B, int64_t H,
                                                       int64_t Sq, int64_t Sk, int64_t D) {
-  const auto* tuned = tuned_sdpa(attention_contract::shape_bucket(Sq, Sk, D, false));
-  return pick_cpu_kernel(row.plain, tuned, B, H, Sq, Sk);
+  const auto* tuned = rows.builtin_plain
+                          ? tuned_sdpa(attention_contract::shape_bucket(Sq, Sk, D, false))
+                          : nullptr;
+  return pick_cpu_kernel(rows.sdpa.plain, tuned, B, H, Sq, Sk);
 }
-inline CpuPick<decltype(&sdpa_f32_masked_prefill)> pick_masked_sdpa(const SdpaRow& row, int64_t B,
-                                                                    int64_t H, int64_t Sq,
-                                                                    int64_t Sk, int64_t D) {
-  const auto* tuned = tuned_masked_sdpa(attention_contract::shape_bucket(Sq, Sk, D, true));
-  return pick_cpu_kernel(row.masked, tuned, B, H, Sq, Sk);
+inline CpuPick<decltype(&sdpa_f32_masked_prefill)> pick_masked_sdpa(const CpuRows& rows,
+                                                                    int64_t B, int64_t H,
+                                                                    int64_t Sq, int64_t Sk,
+                                                                    int64_t D) {
+  const auto* tuned = rows.builtin_masked
+                          ? tuned_masked_sdpa(attention_contract::shape_bucket(Sq, Sk, D, true))
+                          : nullptr;
+  return pick_cpu_kernel(rows.sdpa.masked, tuned, B, H, Sq, Sk);
 }
 
 void set_tuned_enabled(bool enabled);

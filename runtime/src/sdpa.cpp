@@ -112,7 +112,7 @@ Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
   detail::MaskArgs mask(m, B, H, Sq, Sk);
   detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
   const auto [kernel, choice] =
-      detail::pick_masked_sdpa(detail::sdpa_row(detail::Run::CPU), B, H, Sq, Sk, q.shape[3]);
+      detail::pick_masked_sdpa(detail::cpu_rows(), B, H, Sq, Sk, q.shape[3]);
   // A non-finite v at a hidden key would reach rows through 0 · NaN; prefill's plain P·V is only
   // safe without them (decode always takes the safe form and ignores the flag).
   const bool values_finite = choice.prefill && detail::all_finite(v);
@@ -155,7 +155,7 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
   if (!options.mask.empty()) return run_masked(q, k, v, out, lse, scale, options.mask);
   detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
   const auto [kernel, choice] =
-      detail::pick_sdpa(detail::sdpa_row(detail::Run::CPU), B, H, Sq, k.shape[2], D);
+      detail::pick_sdpa(detail::cpu_rows(), B, H, Sq, k.shape[2], D);
   return detail::run_kernel(kernel.name, kernel.fn, hq.get(), hk.get(), hv.get(), scale,
                             choice.key_split, hout.get(), hlse.get());
 }

@@ -372,4 +372,24 @@ bool tuned_kernels_enabled();
 // the build has none for the variant that runs here).
 std::vector<std::string> tuned_kernel_buckets();
 
+// Kernel libraries generated for the application's own targets (attention/kernel_library.h,
+// README "Generate kernels for your own targets") that this process has linked: each with its
+// targets, its kernels and whether the runtime took it (status ok) or refused it (status says
+// why; the built-in kernels then keep serving). A taken library's kernels serve the CPU calls of
+// their roles in place of the built-in and tuned kernels.
+struct KernelLibraryInfo {
+  std::string name;
+  std::string targets;               // Halide targets, best first, space-separated
+  std::vector<std::string> kernels;  // generated function names
+  Status status;
+};
+std::vector<KernelLibraryInfo> kernel_libraries();
+
+// The generated kernel a CPU scaled_dot_product_attention call of this shape runs now (with any
+// mask when `masked`): built-in, tuned or from a kernel library, e.g. "sdpa_f32_decode".
+std::string sdpa_kernel_name(int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,
+                             bool masked = false);
+// The generated kernel of a CPU multi_head_attention call, without or with masks.
+std::string mha_kernel_name(bool masked = false);
+
 }  // namespace attention
