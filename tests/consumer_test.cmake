@@ -1,8 +1,20 @@
 # The installed package from the outside (tests/consumer/): installs BUILD_DIR into a fresh prefix
-# under WORK_DIR, copies the consumer project out of the source tree, then
-#   1. builds it with CMake, finding attention only through CMAKE_PREFIX_PATH=<prefix>, and runs it;
-#   2. builds it with make and pkg-config (PKG_CONFIG_PATH=<prefix>/lib.../pkgconfig), and runs it.
-# cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DLIBDIR=lib -P consumer_test.cmake
+# under WORK_DIR, copies the consumer project out of the source tree, and builds it finding
+# attention only in that prefix.
+#
+# Native (no TOOLCHAIN):
+#   1. CMake: the consumer against the prebuilt library, and consumer_generated with a kernel
+#      library that attention_add_kernel_library() generates for KERNEL_TARGETS; both run;
+#   2. attention-gen, run by hand with the same arguments, writes byte-identical kernels;
+#   3. bad calls of the function and of the tool stop with a message naming the bad value;
+#   4. make + pkg-config against the prebuilt library.
+# Cross (TOOLCHAIN, HOST_BUILD_DIR, EMULATOR): the package of the cross build BUILD_DIR and the tools
+# of the host build HOST_BUILD_DIR (installed apart, as a user would have them); without the host
+# tool the function stops with a clear message; with it, both programs are cross-built and run
+# under EMULATOR.
+#
+# cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DLIBDIR=lib -DKERNEL_TARGETS=...
+#       [-DTOOLCHAIN=... -DHOST_BUILD_DIR=... -DEMULATOR=...] -P consumer_test.cmake
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE output)
   message("${output}")
@@ -12,24 +24,87 @@ function(run)
   endif ()
 endfunction()
 
+# Runs a command that must fail with `expected` in its output.
+function(expect_failure expected)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE output)
+  string(REGEX REPLACE "[ \n]+" " " output "${output}")  # CMake wraps its messages
+  string(FIND "${output}" "${expected}" at)
+  list(JOIN ARGN " " command)
+  if (result EQUAL 0 OR at EQUAL -1)
+    message(FATAL_ERROR "expected a failure saying \"${expected}\" (exit ${result}): ${command}\n"
+                        "${output}")
+  endif ()
+  message("refused as expected: ${expected}")
+endfunction()
+
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
 run("${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${prefix}")
 file(COPY "${SOURCE_DIR}/tests/consumer/" DESTINATION "${WORK_DIR}/src")
+set(configure "${CMAKE_COMMAND}" -S "${WORK_DIR}/src" -G "Unix Makefiles" -DCMAKE_BUILD_TYPE=Release
+              -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+
+if (TOOLCHAIN)
+  set(host_prefix "${WORK_DIR}/host-tools")
+  run("${CMAKE_COMMAND}" --install "${HOST_BUILD_DIR}" --prefix "${host_prefix}"
+      --component attention_tools)
+  file(COPY "${TOOLCHAIN}" DESTINATION "${WORK_DIR}")
+  get_filename_component(toolchain_name "${TOOLCHAIN}" NAME)
+  # The toolchain confines package lookups to the cross prefix: the package is named directly.
+  list(APPEND configure "-DCMAKE_TOOLCHAIN_FILE=${WORK_DIR}/${toolchain_name}"
+       "-Dattention_DIR=${prefix}/${LIBDIR}/cmake/attention"
+       "-DCONSUMER_KERNEL_TARGETS=${KERNEL_TARGETS}")
+  expect_failure("has no generator for this build machine"
+                 ${configure} -B "${WORK_DIR}/no-host-tools")
+  run(${configure} -B "${WORK_DIR}/cmake-build"
+      "-DATTENTION_GEN_EXECUTABLE=${host_prefix}/bin/attention-gen")
+  run("${CMAKE_COMMAND}" --build "${WORK_DIR}/cmake-build")
+  separate_arguments(emulator UNIX_COMMAND "${EMULATOR}")
+  run(${emulator} "${WORK_DIR}/cmake-build/consumer")
+  run(${emulator} "${WORK_DIR}/cmake-build/consumer_generated")
+  message("cross consumer checks passed (prebuilt and generated ${KERNEL_TARGETS} kernels)")
+  return()
+endif ()
 
 # 1. CMake: find_package(attention CONFIG) from the prefix alone (no package registry, no build tree).
-run("${CMAKE_COMMAND}" -S "${WORK_DIR}/src" -B "${WORK_DIR}/cmake-build" -G "Unix Makefiles"
-    -DCMAKE_BUILD_TYPE=Release "-DCMAKE_PREFIX_PATH=${prefix}"
-    -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
+run(${configure} -B "${WORK_DIR}/cmake-build" "-DCMAKE_PREFIX_PATH=${prefix}"
+    "-DCONSUMER_KERNEL_TARGETS=${KERNEL_TARGETS}")
 file(STRINGS "${WORK_DIR}/cmake-build/CMakeCache.txt" found REGEX "^attention_DIR:")
 if (NOT found MATCHES "=${prefix}/")
   message(FATAL_ERROR "the consumer found attention outside the install prefix: ${found}")
 endif ()
 run("${CMAKE_COMMAND}" --build "${WORK_DIR}/cmake-build")
 run("${WORK_DIR}/cmake-build/consumer")
+run("${WORK_DIR}/cmake-build/consumer_generated")
 
-# 2. make + pkg-config.
+# 2. The tool by hand, with the function's inputs: the same bytes.
+set(gen "${prefix}/bin/attention-gen")
+run("${gen}" --name consumer_kernels --kernels sdpa --targets "${KERNEL_TARGETS}"
+    --out "${WORK_DIR}/by-hand")
+file(GLOB generated RELATIVE "${WORK_DIR}/by-hand" "${WORK_DIR}/by-hand/*")
+list(LENGTH generated count)
+foreach (file IN LISTS generated)
+  run("${CMAKE_COMMAND}" -E compare_files "${WORK_DIR}/by-hand/${file}"
+      "${WORK_DIR}/cmake-build/consumer_kernels/${file}")
+endforeach ()
+message("attention-gen and attention_add_kernel_library wrote the same ${count} files")
+
+# 3. Bad calls: one clear message naming the bad value.
+expect_failure("unknown kernel 'flash'" ${configure} -B "${WORK_DIR}/bad-kernel"
+               "-DCMAKE_PREFIX_PATH=${prefix}" "-DCONSUMER_KERNEL_TARGETS=${KERNEL_TARGETS}"
+               -DCONSUMER_KERNELS=flash)
+expect_failure("unknown target 'x86-64-linux-avx3'" ${configure} -B "${WORK_DIR}/bad-target"
+               "-DCMAKE_PREFIX_PATH=${prefix}" -DCONSUMER_KERNEL_TARGETS=x86-64-linux-avx3)
+expect_failure("target 'arm-64-linux' is not for" ${configure} -B "${WORK_DIR}/bad-arch"
+               "-DCMAKE_PREFIX_PATH=${prefix}" -DCONSUMER_KERNEL_TARGETS=arm-64-linux)
+expect_failure("unknown kernel 'flash'" "${gen}" --name k --kernels flash --targets
+               "${KERNEL_TARGETS}" --out "${WORK_DIR}/bad")
+expect_failure("unknown schedule parameter 'tile'" "${gen}" --name k --kernels sdpa --targets
+               "${KERNEL_TARGETS}" --schedule tile=4 --out "${WORK_DIR}/bad")
+run("${gen}" --list)
+
+# 4. make + pkg-config.
 set(ENV{PKG_CONFIG_PATH} "${prefix}/${LIBDIR}/pkgconfig")
 run(make -C "${WORK_DIR}/src")
 run("${WORK_DIR}/src/consumer_pkgconfig")
-message("consumer checks passed (CMake package and pkg-config)")
+message("consumer checks passed (CMake package, generated kernels, attention-gen, pkg-config)")

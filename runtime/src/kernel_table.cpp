@@ -148,7 +148,8 @@ std::vector<std::string> target_features(std::string_view target) {
     std::string part(target.substr(start, end - start));
     // A sanitizer build's asan is on every kernel alike and says nothing of the ISA; the others
     // are build-only features.
-    if (part != "asan" && part != "user_context" && part != "no_runtime") {
+    if (part != "asan" && part != "user_context" && part != "no_runtime" &&
+        part != "c_plus_plus_name_mangling") {
       parts.push_back(std::move(part));
     }
     start = end + 1;

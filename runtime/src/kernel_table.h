@@ -76,7 +76,8 @@ const CpuRows& cpu_rows();  // kernel_registry.cpp
 // The tiling a registered library's kernel runs with here; nullptr for other names.
 const CpuTiling* registered_kernel_tiling(std::string_view kernel);
 // The words of a Halide target string (arch, bits, os, features), sorted, without the build-only
-// features (user_context, no_runtime, asan): equal for two spellings of one target.
+// features (user_context, no_runtime, c_plus_plus_name_mangling, asan): equal for two spellings of
+// one target.
 std::vector<std::string> target_features(std::string_view target);
 // The tiling of a kernel made with generator parameters `params` ("key=value ...") from a
 // variant's default tiling `base`.

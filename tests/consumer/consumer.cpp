@@ -2,6 +2,11 @@
 // find_package(attention) or pkg-config), and checks an SDPA call (grouped-query, bottom-right
 // causal, logsumexp out) and an MHA call against naive double loops on fresh random inputs, with
 // NaN-poisoned outputs, plus one bad call. Exit status 0 when everything matches.
+//
+// Built with CONSUMER_GENERATED (consumer_generated), it also links the kernel library
+// consumer_kernels that attention_add_kernel_library() generated for the consumer's own targets
+// (sdpa): it checks the library registered, that unmasked SDPA calls run its kernels, and their
+// results.
 #include <attention/attention.h>
 
 #include <cmath>
@@ -10,6 +15,10 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#if CONSUMER_GENERATED
+#include "consumer_kernels.h"
+#endif
 
 namespace {
 
@@ -40,14 +49,15 @@ void expect_close(const char* what, const std::vector<float>& got, const std::ve
   failures += !ok;
 }
 
-void check_sdpa(std::mt19937& rng) {
-  const int B = 2, H = 4, Hkv = 2, Sq = 37, Sk = 53, D = 64, Dv = 48;
+// Grouped-query SDPA, bottom-right causal or unmasked.
+void check_sdpa(std::mt19937& rng, bool causal, int Sq, const char* what) {
+  const int B = 2, H = 4, Hkv = 2, Sk = 53, D = 64, Dv = 48;
   const std::vector<float> q = random_values(size_t(B) * H * Sq * D, rng);
   const std::vector<float> k = random_values(size_t(B) * Hkv * Sk * D, rng);
   const std::vector<float> v = random_values(size_t(B) * Hkv * Sk * Dv, rng);
   std::vector<float> out(size_t(B) * H * Sq * Dv, kPoison), lse(size_t(B) * H * Sq, kPoison);
   attention::SdpaOptions options;
-  options.mask.causal = attention::Causal::BottomRight;
+  if (causal) options.mask.causal = attention::Causal::BottomRight;
   options.logsumexp = attention::TensorView::contiguous(lse.data(), {B, H, Sq});
   std::vector<float> qc = q, kc = k, vc = v;  // the API takes float*: keep the inputs pristine
   const attention::Status status = attention::scaled_dot_product_attention(
@@ -66,7 +76,7 @@ void check_sdpa(std::mt19937& rng) {
     for (int h = 0; h < H; ++h) {
       const int g = h / (H / Hkv);
       for (int i = 0; i < Sq; ++i) {
-        const int last = i + Sk - Sq;  // bottom-right: the last query sees every key
+        const int last = causal ? i + Sk - Sq : Sk - 1;  // bottom-right: the last query sees all
         std::vector<double> s(Sk, -INFINITY);
         double m = -INFINITY;
         for (int j = 0; j <= last && j < Sk; ++j) {
@@ -93,8 +103,8 @@ void check_sdpa(std::mt19937& rng) {
       }
     }
   }
-  expect_close("SDPA out (GQA, causal)", out, ref_out);
-  expect_close("SDPA logsumexp", lse, ref_lse);
+  expect_close((std::string("SDPA out ") + what).c_str(), out, ref_out);
+  expect_close((std::string("SDPA logsumexp ") + what).c_str(), lse, ref_lse);
 }
 
 // y [rows, n] = x [rows, m] · Wᵀ [n, m] + bias [n], in double.
@@ -182,6 +192,34 @@ void check_bad_call() {
   failures += !ok;
 }
 
+#if CONSUMER_GENERATED
+// The generated library is registered (or refused, by a CPU that runs none of its targets: the
+// built-in kernels then serve) and serves the unmasked SDPA calls.
+void check_generated_library() {
+  const attention::Status registered = consumer_kernels::register_kernels();
+  bool listed = false;
+  for (const attention::KernelLibraryInfo& library : attention::kernel_libraries()) {
+    std::printf("kernel library %s (%s): %zu kernels, %s\n", library.name.c_str(),
+                library.targets.c_str(), library.kernels.size(),
+                library.status ? "registered" : library.status.message().c_str());
+    listed = listed || (library.name == "consumer_kernels" && library.status.ok() == registered.ok());
+  }
+  const std::string prefill = attention::sdpa_kernel_name(2, 4, 37, 53, 64);
+  const std::string decode = attention::sdpa_kernel_name(2, 4, 1, 53, 64);
+  const bool generated = prefill == "consumer_kernels::sdpa_f32_prefill" &&
+                         decode == "consumer_kernels::sdpa_f32_decode";
+  const bool builtin = prefill.find("consumer_kernels") == std::string::npos &&
+                       decode.find("consumer_kernels") == std::string::npos;
+  const bool ok = listed && (registered.ok() ? generated
+                                             : registered.code() ==
+                                                       attention::StatusCode::Unsupported &&
+                                                   builtin);
+  std::printf("%-34s %s, %s: %s\n", "generated kernels serve SDPA", prefill.c_str(),
+              decode.c_str(), ok ? "ok" : "FAILED");
+  failures += !ok;
+}
+#endif
+
 }  // namespace
 
 int main() {
@@ -190,7 +228,12 @@ int main() {
   std::printf("attention consumer: kernels for %s, seed %u\n",
               attention::cpu_kernel_target().c_str(), seed);
   std::mt19937 rng(seed);
-  check_sdpa(rng);
+#if CONSUMER_GENERATED
+  check_generated_library();
+  check_sdpa(rng, false, 37, "(GQA, prefill)");
+  check_sdpa(rng, false, 1, "(GQA, decode)");
+#endif
+  check_sdpa(rng, true, 37, "(GQA, causal)");
   check_mha(rng);
   check_bad_call();
   std::printf("%s\n", failures == 0 ? "all checks passed" : "SOME CHECKS FAILED");
