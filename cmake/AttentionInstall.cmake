@@ -9,7 +9,8 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-get_property(attention_installed_kernels GLOBAL PROPERTY ATTENTION_KERNELS)
+get_property(attention_installed_kernels TARGET attention_kernel_list
+             PROPERTY ATTENTION_KERNELS)
 set(attention_archive "${PROJECT_BINARY_DIR}/package/libattention.a")
 set(attention_archive_list "${PROJECT_BINARY_DIR}/package/archives.txt")
 set(archives "$<TARGET_FILE:attention>")
@@ -27,7 +28,44 @@ add_custom_command(
   VERBATIM)
 add_custom_target(attention_package ALL DEPENDS "${attention_archive}")
 
-install(FILES "${attention_archive}" DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# The shared library: the archive's objects (all position-independent) behind cmake/attention.map,
+# which exports the public API and Halide's runtime (generated kernel libraries call it) and
+# nothing else. Built in every uninstrumented native build (SharedLibraryExports checks it) and in
+# any -DBUILD_SHARED_LIBS=ON build, which installs it in place of the archive.
+find_package(Threads REQUIRED)
+set(attention_shared_built OFF)
+if (NOT ATTENTION_SANITIZE AND NOT ATTENTION_FUZZ
+    AND (NOT CMAKE_CROSSCOMPILING OR BUILD_SHARED_LIBS))
+  set(attention_shared_built ON)
+  file(WRITE "${PROJECT_BINARY_DIR}/package/shared_library.cpp"
+       "// libattention.so's objects are those of libattention.a (cmake/AttentionInstall.cmake).\n")
+  add_library(attention_shared SHARED "${PROJECT_BINARY_DIR}/package/shared_library.cpp")
+  set_target_properties(attention_shared PROPERTIES
+                        OUTPUT_NAME attention
+                        LIBRARY_OUTPUT_DIRECTORY "${PROJECT_BINARY_DIR}/package/shared"
+                        LINK_DEPENDS
+                        "${attention_archive};${PROJECT_SOURCE_DIR}/cmake/attention.map")
+  target_link_options(attention_shared PRIVATE
+                      "LINKER:--whole-archive" "${attention_archive}" "LINKER:--no-whole-archive"
+                      "LINKER:--version-script=${PROJECT_SOURCE_DIR}/cmake/attention.map"
+                      "LINKER:--no-undefined")
+  target_link_libraries(attention_shared PRIVATE Threads::Threads ${CMAKE_DL_LIBS} m)
+  target_include_directories(attention_shared INTERFACE ${PROJECT_SOURCE_DIR}/runtime/include)
+  add_dependencies(attention_shared attention_package)
+endif ()
+
+if (BUILD_SHARED_LIBS)
+  if (NOT attention_shared_built)
+    message(FATAL_ERROR "BUILD_SHARED_LIBS: not with ATTENTION_SANITIZE or ATTENTION_FUZZ")
+  endif ()
+  install(TARGETS attention_shared LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  set(ATTENTION_PACKAGE_LIBRARY_TYPE SHARED)
+  set(ATTENTION_PACKAGE_LIBRARY_FILE libattention.so)
+else ()
+  install(FILES "${attention_archive}" DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  set(ATTENTION_PACKAGE_LIBRARY_TYPE STATIC)
+  set(ATTENTION_PACKAGE_LIBRARY_FILE libattention.a)
+endif ()
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/runtime/include/attention"
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES "${PROJECT_SOURCE_DIR}/LICENSE" DESTINATION ${CMAKE_INSTALL_DATADIR}/attention)

@@ -4,11 +4,12 @@
 #                    [ASSEMBLY <variable>] [AUTOSCHEDULER Halide::<name>])
 #
 # builds the generator for every target in the list (default: ATTENTION_TARGETS, the x86 or ARM list
-# of the architecture being built for) into one static library named <name> whose C function
-# <name>(user_context, ...) dispatches on the CPU's features at run time (Halide's multi-target),
-# sharing one Halide runtime. The kernel is appended to the global ATTENTION_KERNELS list that the
-# runtime library links, and its generator, parameters and targets are recorded for the runtime's
-# kernel table (runtime/src/kernel_table.h). ASSEMBLY names a variable that receives the path of the
+# of the architecture being built for) into one static library named <name> whose function
+# attention::kernels::<name>(user_context, ...) dispatches on the CPU's features at run time
+# (Halide's multi-target), sharing one Halide runtime. The kernel is appended to the ATTENTION_KERNELS property of the target
+# attention_kernel_list, which the runtime library links and the package merges, and its generator,
+# parameters and targets are recorded there (ATTENTION_KERNEL_BUILDS) for the runtime's kernel table
+# (runtime/src/kernel_table.h). ASSEMBLY names a variable that receives the path of the
 # kernel's assembly listing (Halide's ASSEMBLY output, emitted by the same generator run).
 
 # Most capable first; the last entry is the baseline every x86-64 CPU since ~2008 runs. Never "host":
@@ -101,8 +102,13 @@ function(attention_autoscheduler_params OUT AUTOSCHEDULER)
   set(${OUT} autoscheduler=GuardedTails autoscheduler.inner=${scheduler} PARENT_SCOPE)
 endfunction()
 
+# The kernels of the library, and what they were made with, as properties of this target (not
+# global properties: a parent project's own targets never mix in).
+add_custom_target(attention_kernel_list)
+
 function(attention_halide_library NAME)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "GENERATOR;ASSEMBLY;AUTOSCHEDULER" "PARAMS;TARGETS")
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "GENERATOR;ASSEMBLY;AUTOSCHEDULER;NAMESPACE"
+                        "PARAMS;TARGETS")
   if (NOT ARG_GENERATOR)
     message(FATAL_ERROR "attention_halide_library(${NAME}): GENERATOR is required")
   endif ()
@@ -122,13 +128,20 @@ function(attention_halide_library NAME)
     list(APPEND extra_outputs PLUGINS ${ARG_AUTOSCHEDULER})
   endif ()
   # user_context: the runtime passes a per-call context so errors raised on Halide's worker threads
-  # still reach the call's Status.
+  # still reach the call's Status. NAMESPACE: a C++ function name (ns::name), so an application's
+  # own function of the same name links beside it.
+  set(function_name ${NAME})
+  set(features user_context)
+  if (ARG_NAMESPACE)
+    set(function_name ${ARG_NAMESPACE}::${NAME})
+    list(APPEND features c_plus_plus_name_mangling)
+  endif ()
   add_halide_library(${NAME} FROM attention_generators
                      GENERATOR ${ARG_GENERATOR}
-                     FUNCTION_NAME ${NAME}
+                     FUNCTION_NAME ${function_name}
                      PARAMS ${ARG_PARAMS}
                      TARGETS ${ARG_TARGETS}
-                     FEATURES user_context
+                     FEATURES ${features}
                      USE_RUNTIME attention_halide_runtime
                      ${extra_outputs})
   if (ARG_ASSEMBLY)
@@ -148,8 +161,9 @@ endfunction()
 
 function(attention_kernel NAME)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "" "ASSEMBLY;GENERATOR;AUTOSCHEDULER" "PARAMS;TARGETS")
-  attention_halide_library(${NAME} ${ARGN})
-  set_property(GLOBAL APPEND PROPERTY ATTENTION_KERNELS ${NAME})
+  # The library's kernels are attention::kernels::<name> (runtime/src/generated_kernels.h).
+  attention_halide_library(${NAME} ${ARGN} NAMESPACE attention::kernels)
+  set_property(TARGET attention_kernel_list APPEND PROPERTY ATTENTION_KERNELS ${NAME})
   # What it was generated with, for the runtime's kernel table (runtime/CMakeLists.txt writes it
   # into attention_kernel_builds.inc; tests/kernel_contract_test.cpp checks each row against it).
   if (NOT ARG_TARGETS)
@@ -161,7 +175,7 @@ function(attention_kernel NAME)
   endif ()
   string(JOIN " " params ${ARG_PARAMS})
   string(JOIN " " targets ${ARG_TARGETS})
-  set_property(GLOBAL APPEND_STRING PROPERTY ATTENTION_KERNEL_BUILDS
+  set_property(TARGET attention_kernel_list APPEND_STRING PROPERTY ATTENTION_KERNEL_BUILDS
                "    {\"${NAME}\", \"${ARG_GENERATOR}\", \"${params}\", \"${targets}\"},\n")
   if (ARG_ASSEMBLY)
     set(${ARG_ASSEMBLY} ${${ARG_ASSEMBLY}} PARENT_SCOPE)

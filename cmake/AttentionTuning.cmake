@@ -118,14 +118,14 @@ function(attention_tuned_kernels)
       string(MD5 id "${built};${generator};${params}")
       string(SUBSTRING "${id}" 0 10 id)
       set(name "${generator}_f32_tuned_${id}")
-      get_property(made GLOBAL PROPERTY ATTENTION_TUNED_MADE_${name})
+      get_property(made TARGET attention_kernel_list PROPERTY ATTENTION_TUNED_MADE_${name})
       if (NOT made)
         attention_kernel(${name} GENERATOR ${generator} PARAMS ${param_list} TARGETS ${built})
-        set_property(GLOBAL PROPERTY ATTENTION_TUNED_MADE_${name} TRUE)
-        set_property(GLOBAL APPEND_STRING PROPERTY ATTENTION_TUNED_HEADERS
+        set_property(TARGET attention_kernel_list PROPERTY ATTENTION_TUNED_MADE_${name} TRUE)
+        set_property(TARGET attention_kernel_list APPEND_STRING PROPERTY ATTENTION_TUNED_HEADERS
                      "#include \"${name}.h\"\n")
       endif ()
-      set_property(GLOBAL APPEND_STRING PROPERTY ATTENTION_TUNED_ROWS_${family}
+      set_property(TARGET attention_kernel_list APPEND_STRING PROPERTY ATTENTION_TUNED_ROWS_${family}
                    "    {{${name}, \"${name}\"}, \"${bucket}\", \"${built}\"},\n")
     endforeach ()
   endforeach ()

@@ -29,6 +29,7 @@ class KernelInfoGenerator : public Generator<KernelInfoGenerator> {
     const std::string text = get_target()
                                  .without_feature(Target::NoRuntime)
                                  .without_feature(Target::UserContext)
+                                 .without_feature(Target::CPlusPlusMangling)
                                  .to_string();
     std::vector<Expr> bytes;
     for (char c : text) bytes.push_back(cast<uint8_t>(static_cast<uint8_t>(c)));

@@ -3,8 +3,9 @@
 # attention only in that prefix.
 #
 # Native (no TOOLCHAIN):
-#   1. CMake: the consumer against the prebuilt library, and consumer_generated with a kernel
-#      library that attention_add_kernel_library() generates for KERNEL_TARGETS; both run;
+#   1. CMake: the consumer against the prebuilt library, beside its own Halide pipeline (Halide's
+#      package at HALIDE_DIR), and consumer_generated with a kernel library that
+#      attention_add_kernel_library() generates for KERNEL_TARGETS; both run;
 #   2. attention-gen, run by hand with the same arguments, writes byte-identical kernels;
 #   3. bad calls of the function and of the tool stop with a message naming the bad value;
 #   4. make + pkg-config against the prebuilt library.
@@ -68,7 +69,8 @@ endif ()
 
 # 1. CMake: find_package(attention CONFIG) from the prefix alone (no package registry, no build tree).
 run(${configure} -B "${WORK_DIR}/cmake-build" "-DCMAKE_PREFIX_PATH=${prefix}"
-    "-DCONSUMER_KERNEL_TARGETS=${KERNEL_TARGETS}")
+    "-DCONSUMER_KERNEL_TARGETS=${KERNEL_TARGETS}" -DCONSUMER_APP_PIPELINE=ON
+    "-DHalide_DIR=${HALIDE_DIR}")
 file(STRINGS "${WORK_DIR}/cmake-build/CMakeCache.txt" found REGEX "^attention_DIR:")
 if (NOT found MATCHES "=${prefix}/")
   message(FATAL_ERROR "the consumer found attention outside the install prefix: ${found}")

@@ -52,15 +52,18 @@ TEST(HalideHooks, ApplicationPipelinesKeepTheirErrorHandler) {
   // The application's pipeline fails with its own context: its handler gets the error.
   AppContext app;
   BadLinearCall bad;
-  EXPECT_NE(linear_f32(&app, bad.hx.get(), bad.hw.get(), bad.hb.get(), bad.hy.get()), 0);
+  EXPECT_NE(
+      attention::kernels::linear_f32(&app, bad.hx.get(), bad.hw.get(), bad.hb.get(), bad.hy.get()),
+      0);
   EXPECT_EQ(app.errors, 1);
   EXPECT_NE(app.last_error.find("Input buffer x"), std::string::npos) << app.last_error;
 
   // The same failure inside a library call becomes that call's Status, and the application's
   // handler sees nothing of it.
   BadLinearCall ours;
-  const attention::Status failed = attention::detail::run_kernel(
-      "linear_f32", linear_f32, ours.hx.get(), ours.hw.get(), ours.hb.get(), ours.hy.get());
+  const attention::Status failed =
+      attention::detail::run_kernel("linear_f32", attention::kernels::linear_f32, ours.hx.get(),
+                                    ours.hw.get(), ours.hb.get(), ours.hy.get());
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(failed.code(), attention::StatusCode::KernelFailure);
   EXPECT_NE(failed.message().find("Input buffer x"), std::string::npos) << failed.message();

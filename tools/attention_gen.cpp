@@ -8,10 +8,10 @@
 //   <name>.h                 declares <name>::register_kernels()
 //   manifest.json            what was generated, from what
 // The libraries carry no Halide runtime: the attention library the app links has it.
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -67,8 +67,8 @@ const std::vector<Kernel>& kernels() {
 const char* const kTilingParams[] = {"score_queries", "score_keys", "dot_lanes", "pv_rows",
                                      "pv_cols",       "query_tile", "key_chunk", "split_keys"};
 const char* const kAutoschedulers[] = {"Mullapudi2016", "Li2018", "Adams2019"};
-const char* const kGpuFeatures[] = {"cuda", "opencl", "metal", "vulkan", "d3d12compute",
-                                    "webgpu", "hexagon_dma", "hvx"};
+const char* const kGpuFeatures[] = {"cuda",         "opencl", "metal",       "vulkan",
+                                    "d3d12compute", "webgpu", "hexagon_dma", "hvx"};
 
 void usage(std::ostream& os) {
   os << "usage: attention-gen --name NAME --kernels K1,K2,... --targets T1,T2,... --out DIR\n"
@@ -105,7 +105,8 @@ void list(std::ostream& os) {
     for (const Role& r : k.roles) os << "                  " << r.role << "\n";
   }
   os << "targets: any Halide CPU target, <arch>-<bits>-<os>[-<feature>...], one architecture per\n"
-        "  library, e.g. x86-64-linux-avx512_skylake, x86-64-linux-avx2-fma-f16c, x86-64-linux-sse41,\n"
+        "  library, e.g. x86-64-linux-avx512_skylake, x86-64-linux-avx2-fma-f16c, "
+        "x86-64-linux-sse41,\n"
         "  arm-64-linux, arm-64-linux-arm_dot_prod-arm_fp16\n";
   os << "schedule parameters (--schedule / SCHEDULE):\n";
   for (const char* p : kTilingParams) os << "  " << p << "=<int>\n";
@@ -270,7 +271,8 @@ std::string arch_bits_os(const std::string& target) {
 void check_schedule(const std::vector<std::string>& schedule) {
   for (const std::string& item : schedule) {
     const size_t eq = item.find('=');
-    const std::string key = item.substr(0, eq), val = eq == std::string::npos ? "" : item.substr(eq + 1);
+    const std::string key = item.substr(0, eq),
+                      val = eq == std::string::npos ? "" : item.substr(eq + 1);
     bool known = false;
     for (const char* p : kTilingParams) {
       if (key == p) {
@@ -305,8 +307,10 @@ int main(int argc, char** argv) {
     }
     for (const std::string& feature : split(t, '-')) {
       for (const char* gpu : kGpuFeatures) {
-        if (feature == gpu) fail("target '" + t + "': GPU targets are not supported in kernel "
-                                 "libraries yet (CPU targets only)");
+        if (feature == gpu)
+          fail("target '" + t +
+               "': GPU targets are not supported in kernel "
+               "libraries yet (CPU targets only)");
       }
     }
   }
@@ -318,7 +322,7 @@ int main(int argc, char** argv) {
   }
   const std::string generator = absolute(generator_path);
   mkdir(o.out.c_str(), 0755);
-  struct stat st{};
+  struct stat st {};
   if (stat(o.out.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) fail("cannot create --out " + o.out);
   const std::string out = absolute(o.out);
   const std::string log = out + "/" + o.name + ".log";
@@ -329,7 +333,8 @@ int main(int argc, char** argv) {
   const auto halide_targets = [&](std::vector<std::string> targets) {
     std::string joined;
     for (const std::string& t : targets) {
-      joined += (joined.empty() ? "" : ",") + t + "-user_context-no_runtime-c_plus_plus_name_mangling";
+      joined +=
+          (joined.empty() ? "" : ",") + t + "-user_context-no_runtime-c_plus_plus_name_mangling";
     }
     return joined;
   };
@@ -391,9 +396,17 @@ int main(int argc, char** argv) {
       std::cout << "[" << i + 1 << "/" << jobs.size() << "] " << job.file << " for " << t
                 << std::endl;
     }
-    std::vector<std::string> argv = {generator, "-g", job.generator, "-f",
-                                     o.name + "::" + job.role, "-n", job.file, "-e",
-                                     "static_library,c_header", "-o", ".",
+    std::vector<std::string> argv = {generator,
+                                     "-g",
+                                     job.generator,
+                                     "-f",
+                                     o.name + "::" + job.role,
+                                     "-n",
+                                     job.file,
+                                     "-e",
+                                     "static_library,c_header",
+                                     "-o",
+                                     ".",
                                      "target=" + halide_targets(targets)};
     for (const std::string& p : job.plugins) {
       if (access(p.c_str(), R_OK) != 0) fail("autoscheduler plugin " + p + " not found");
@@ -401,8 +414,8 @@ int main(int argc, char** argv) {
     }
     argv.insert(argv.end(), job.params.begin(), job.params.end());
     if (run(argv, out, log) != 0) {
-      fail(job.file + ": the generator failed: " + halide_error(read_file(log)) + " (log: " +
-           log + ")");
+      fail(job.file + ": the generator failed: " + halide_error(read_file(log)) + " (log: " + log +
+           ")");
     }
   }
   std::remove(log.c_str());
@@ -415,7 +428,8 @@ int main(int argc, char** argv) {
   for (size_t i = 1; i < jobs.size(); ++i) reg << "#include \"" << jobs[i].file << ".h\"\n";
   std::string targets_spaced;
   for (const std::string& t : o.targets) targets_spaced += (targets_spaced.empty() ? "" : " ") + t;
-  reg << "\nnamespace " << o.name << " {\nnamespace {\n\nconst attention::GeneratedKernel kKernels[] = {\n";
+  reg << "\nnamespace " << o.name
+      << " {\nnamespace {\n\nconst attention::GeneratedKernel kKernels[] = {\n";
   for (size_t i = 1; i < jobs.size(); ++i) {
     std::string params;
     for (const std::string& p : jobs[i].params) params += (params.empty() ? "" : " ") + p;
@@ -427,7 +441,8 @@ int main(int argc, char** argv) {
       << o.name << "\", \"" << targets_spaced << "\", &kernel_info, kKernels,\n    "
       << jobs.size() - 1 << "};\n\n"
       << "// Registered at the first attention call of the process (kernel_library.h).\n"
-      << "const bool kRegistered = attention::detail::register_kernel_library_at_first_use(&kLibrary);\n\n"
+      << "const bool kRegistered = "
+         "attention::detail::register_kernel_library_at_first_use(&kLibrary);\n\n"
       << "}  // namespace\n\nattention::Status register_kernels() {\n  (void)kRegistered;\n"
       << "  return attention::register_kernel_library(kLibrary);\n}\n\n}  // namespace " << o.name
       << "\n";
@@ -437,7 +452,8 @@ int main(int argc, char** argv) {
   header << "// Written by attention-gen: kernel library " << o.name << " (" << targets_spaced
          << ").\n#pragma once\n\n#include <attention/attention.h>\n\nnamespace " << o.name
          << " {\n\n// Registers the library with the attention runtime (also done before the first "
-            "call\n// when " << o.name
+            "call\n// when "
+         << o.name
          << "_registration.cpp is linked): ok, or why this CPU cannot use it.\n"
             "attention::Status register_kernels();\n\n}  // namespace "
          << o.name << "\n";

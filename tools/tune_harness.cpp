@@ -40,8 +40,8 @@ namespace {
 using attention::MaskOptions;
 using attention::TensorView;
 using attention_contract::CpuTiling;
-using PlainFn = decltype(&sdpa_f32_prefill);
-using MaskedFn = decltype(&sdpa_f32_masked_prefill);
+using PlainFn = decltype(&attention::kernels::sdpa_f32_prefill);
+using MaskedFn = decltype(&attention::kernels::sdpa_f32_masked_prefill);
 using InfoFn = int (*)(void*, halide_buffer_t*, halide_buffer_t*);
 
 [[noreturn]] void fail(const std::string& message) {

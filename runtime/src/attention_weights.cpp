@@ -6,6 +6,7 @@
 #include "halide_view.h"
 #include "mask_args.h"
 #include "sdpa_f32_weights.h"
+#include "generated_kernels.h"
 
 namespace attention::detail {
 

@@ -9,6 +9,7 @@
 #include "kernel_choice.h"
 #include "kernel_slots.h"
 #include "kernel_table.h"
+#include "generated_kernels.h"
 
 namespace attention {
 namespace {

@@ -71,8 +71,8 @@ const Role* find_role(const char* name) {
 }
 
 std::string type_name(const halide_type_t& t) {
-  const char* code = t.code == halide_type_int    ? "int"
-                     : t.code == halide_type_uint ? "uint"
+  const char* code = t.code == halide_type_int     ? "int"
+                     : t.code == halide_type_uint  ? "uint"
                      : t.code == halide_type_float ? "float"
                                                    : "handle";
   return code + std::to_string(t.bits) + (t.lanes > 1 ? "x" + std::to_string(t.lanes) : "");
@@ -165,9 +165,9 @@ Status register_locked(Registry& r, const GeneratedKernelLibrary& library) {
       runs = runs || target_features(target) == target_features(info.target);
     }
     if (!runs) {
-      return Status::error(StatusCode::Unsupported,
-                           prefix + "this CPU has none of its targets (" + library.targets +
-                               "); it runs " + cpu_kernel_info().target);
+      return Status::error(StatusCode::Unsupported, prefix + "this CPU has none of its targets (" +
+                                                        library.targets + "); it runs " +
+                                                        cpu_kernel_info().target);
     }
     const CpuRows* current = r.rows.load();
     auto rows = std::make_unique<CpuRows>(current != nullptr ? *current : builtin_cpu_rows());
@@ -191,8 +191,9 @@ Status register_locked(Registry& r, const GeneratedKernelLibrary& library) {
                                role->name + ": " + difference);
       }
       role->install(*rows, kernel.function, kernel.function_name);
-      tilings[kernel.function_name] = tiling_with_params(
-          role->prefill ? info.prefill : info.decode, kernel.params != nullptr ? kernel.params : "");
+      tilings[kernel.function_name] =
+          tiling_with_params(role->prefill ? info.prefill : info.decode,
+                             kernel.params != nullptr ? kernel.params : "");
     }
     r.tilings.merge(tilings);
     r.published.push_back(std::move(rows));
@@ -263,8 +264,7 @@ std::vector<KernelLibraryInfo> kernel_libraries() {
   return result;
 }
 
-std::string sdpa_kernel_name(int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,
-                             bool masked) {
+std::string sdpa_kernel_name(int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, bool masked) {
   return detail::cpu_sdpa_kernel(masked, B, H, Sq, Sk, D);
 }
 

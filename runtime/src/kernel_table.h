@@ -22,6 +22,7 @@
 #include "sdpa_f32_masked_decode.h"
 #include "sdpa_f32_masked_prefill.h"
 #include "sdpa_f32_prefill.h"
+#include "generated_kernels.h"
 
 namespace attention::detail {
 

@@ -4,6 +4,7 @@
 
 #include "halide_view.h"
 #include "linear_f32.h"
+#include "generated_kernels.h"
 
 namespace attention::detail {
 

@@ -8,6 +8,7 @@
 #include "static_attention_f32.h"
 #include "tensor_util.h"
 #include "validate.h"
+#include "generated_kernels.h"
 
 namespace attention {
 namespace {

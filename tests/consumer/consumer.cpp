@@ -19,6 +19,17 @@
 #if CONSUMER_GENERATED
 #include "consumer_kernels.h"
 #endif
+#if CONSUMER_APP_PIPELINE
+#include <HalideBuffer.h>
+#include <HalideRuntime.h>
+
+#include "app_scale.h"
+#endif
+
+// The application's own functions named like the library's kernels: these link beside them (the
+// kernels are attention::kernels::linear_f32 and so on).
+extern "C" int linear_f32(int x) { return x + 1; }
+extern "C" int mha_f32(int x) { return 2 * x; }
 
 namespace {
 
@@ -108,8 +119,8 @@ void check_sdpa(std::mt19937& rng, bool causal, int Sq, const char* what) {
 }
 
 // y [rows, n] = x [rows, m] · Wᵀ [n, m] + bias [n], in double.
-std::vector<double> linear(const std::vector<double>& x, int rows, int m, const std::vector<float>& w,
-                           const std::vector<float>& bias, int n) {
+std::vector<double> linear(const std::vector<double>& x, int rows, int m,
+                           const std::vector<float>& w, const std::vector<float>& bias, int n) {
   std::vector<double> y(size_t(rows) * n);
   for (int r = 0; r < rows; ++r) {
     for (int o = 0; o < n; ++o) {
@@ -157,14 +168,16 @@ void check_mha(std::mt19937& rng) {
         double m = -INFINITY, sum = 0;
         for (int j = 0; j < S; ++j) {
           double dot = 0;
-          for (int d = 0; d < D; ++d) dot += qkv[i * 3 * E + h * D + d] * qkv[j * 3 * E + E + h * D + d];
+          for (int d = 0; d < D; ++d)
+            dot += qkv[i * 3 * E + h * D + d] * qkv[j * 3 * E + E + h * D + d];
           s[j] = dot * scale;
           m = std::max(m, s[j]);
         }
         for (int j = 0; j < S; ++j) sum += std::exp(s[j] - m);
         for (int d = 0; d < D; ++d) {
           double acc = 0;
-          for (int j = 0; j < S; ++j) acc += std::exp(s[j] - m) / sum * qkv[j * 3 * E + 2 * E + h * D + d];
+          for (int j = 0; j < S; ++j)
+            acc += std::exp(s[j] - m) / sum * qkv[j * 3 * E + 2 * E + h * D + d];
           heads[size_t(i) * E + h * D + d] = acc;
         }
       }
@@ -192,6 +205,42 @@ void check_bad_call() {
   failures += !ok;
 }
 
+#if CONSUMER_APP_PIPELINE
+struct AppContext {
+  int errors = 0;
+  std::string last_error;
+};
+
+void app_error_handler(void* user_context, const char* message) {
+  auto* app = static_cast<AppContext*>(user_context);
+  ++app->errors;
+  app->last_error = message;
+}
+
+// The application's pipeline runs with its context beside the library's calls: its results are
+// right, its errors reach its handler with its context, and the library's errors stay Statuses.
+void check_app_pipeline(std::mt19937& rng) {
+  AppContext app;
+  const std::vector<float> x = random_values(64, rng);
+  Halide::Runtime::Buffer<float> in(64), out(64), too_long(80);
+  for (int i = 0; i < 64; ++i) in(i) = x[i];
+  out.fill(kPoison);
+  const int good = app_scale(&app, in, out);
+  bool right = good == 0;
+  for (int i = 0; i < 64; ++i) right = right && out(i) == 2.0f * x[i] + 1.0f;
+  const int bad = app_scale(&app, in, too_long);  // reads in beyond its 64 elements
+  const bool ok = right && app.errors == 1 && bad != 0 &&
+                  app.last_error.find("Input buffer in") != std::string::npos;
+  std::printf("%-34s %s; its error \"%s\": %s\n", "application's own Halide pipeline",
+              right ? "right" : "WRONG", app.last_error.c_str(), ok ? "ok" : "FAILED");
+  failures += !ok;
+  check_sdpa(rng, true, 37, "(after the app's error)");
+  const bool untouched = app.errors == 1;
+  std::printf("%-34s %s\n", "app handler saw no library call", untouched ? "ok" : "FAILED");
+  failures += !untouched;
+}
+#endif
+
 #if CONSUMER_GENERATED
 // The generated library is registered (or refused, by a CPU that runs none of its targets: the
 // built-in kernels then serve) and serves the unmasked SDPA calls.
@@ -202,7 +251,8 @@ void check_generated_library() {
     std::printf("kernel library %s (%s): %zu kernels, %s\n", library.name.c_str(),
                 library.targets.c_str(), library.kernels.size(),
                 library.status ? "registered" : library.status.message().c_str());
-    listed = listed || (library.name == "consumer_kernels" && library.status.ok() == registered.ok());
+    listed =
+        listed || (library.name == "consumer_kernels" && library.status.ok() == registered.ok());
   }
   const std::string prefill = attention::sdpa_kernel_name(2, 4, 37, 53, 64);
   const std::string decode = attention::sdpa_kernel_name(2, 4, 1, 53, 64);
@@ -210,12 +260,12 @@ void check_generated_library() {
                          decode == "consumer_kernels::sdpa_f32_decode";
   const bool builtin = prefill.find("consumer_kernels") == std::string::npos &&
                        decode.find("consumer_kernels") == std::string::npos;
-  const bool ok = listed && (registered.ok() ? generated
-                                             : registered.code() ==
-                                                       attention::StatusCode::Unsupported &&
-                                                   builtin);
-  std::printf("%-34s %s, %s: %s\n", "generated kernels serve SDPA", prefill.c_str(),
-              decode.c_str(), ok ? "ok" : "FAILED");
+  const bool ok =
+      listed &&
+      (registered.ok() ? generated
+                       : registered.code() == attention::StatusCode::Unsupported && builtin);
+  std::printf("%-34s %s, %s: %s\n", "generated kernels serve SDPA", prefill.c_str(), decode.c_str(),
+              ok ? "ok" : "FAILED");
   failures += !ok;
 }
 #endif
@@ -228,6 +278,13 @@ int main() {
   std::printf("attention consumer: kernels for %s, seed %u\n",
               attention::cpu_kernel_target().c_str(), seed);
   std::mt19937 rng(seed);
+#if CONSUMER_APP_PIPELINE
+  // The application's handler goes in first; the library's hooks pass it every other call.
+  halide_set_error_handler(app_error_handler);
+#endif
+  const bool own_functions = linear_f32(1) == 2 && mha_f32(2) == 4;
+  std::printf("%-34s %s\n", "own linear_f32 and mha_f32 linked", own_functions ? "ok" : "FAILED");
+  failures += !own_functions;
 #if CONSUMER_GENERATED
   check_generated_library();
   check_sdpa(rng, false, 37, "(GQA, prefill)");
@@ -236,6 +293,10 @@ int main() {
   check_sdpa(rng, true, 37, "(GQA, causal)");
   check_mha(rng);
   check_bad_call();
+#if CONSUMER_APP_PIPELINE
+  check_app_pipeline(rng);
+  check_bad_call();
+#endif
   std::printf("%s\n", failures == 0 ? "all checks passed" : "SOME CHECKS FAILED");
   return failures == 0 ? 0 : 1;
 }
