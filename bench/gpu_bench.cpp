@@ -4,8 +4,10 @@
 // scaled_dot_product_attention, the peer on the same GPU, is measured by bench/torch_sdpa.py.
 // Without a CUDA device the CUDA benchmarks are skipped with the reason.
 //
-// ATTENTION_GPU_PEAK_GFLOPS: the GPU's fp32 peak for the "% of peak" counter (default 66900, an
-// H100/H200 SXM: 132 SMs × 128 FP32 lanes × 2 × 1.98 GHz).
+// The "% of peak" counter divides by the GPU's fp32 peak computed from the device's properties
+// (SMs × FP32 lanes per SM × 2 × boost clock), decode's "%bw" by its memory bandwidth (2 × memory
+// clock × bus width); both are in the run's context. ATTENTION_GPU_PEAK_GFLOPS overrides the peak
+// (without a device: 66900, an H100/H200 SXM: 132 SMs × 128 lanes × 2 × 1.98 GHz).
 #include <dlfcn.h>
 
 #include <cmath>
@@ -23,10 +25,11 @@ struct Shape {
   double flops() const { return 4.0 * B * H * Sq * Sk * D; }  // Q·Kᵀ and P·V, 2 flops per FMA
 };
 
-double peak_gflops() {
-  const char* env = std::getenv("ATTENTION_GPU_PEAK_GFLOPS");
-  return env ? std::strtod(env, nullptr) : 66900.0;
-}
+// The device's name and limits, from the CUDA driver's attributes.
+struct GpuLimits {
+  std::string name = "none";
+  double peak_gflops = 66900.0, bandwidth_gbs = 0.0;
+};
 
 // The CUDA driver, looked up at run time: device memory and synchronization (kernel launches
 // return before the GPU finishes, so each timed call ends with cuCtxSynchronize).
@@ -36,6 +39,7 @@ struct Cuda {
   int (*to_host)(void*, uint64_t, size_t) = nullptr;
   int (*synchronize)() = nullptr;
   bool ready = false;
+  GpuLimits limits;
 
   Cuda() {
     void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -54,6 +58,26 @@ struct Cuda {
     ready = init && device_get && retain && set_current && alloc && to_device && to_host &&
             synchronize && init(0) == 0 && device_get(&device, 0) == 0 &&
             retain(&context, device) == 0 && set_current(context) == 0;
+    auto get_name = reinterpret_cast<int (*)(char*, int, int)>(sym("cuDeviceGetName"));
+    auto attribute = reinterpret_cast<int (*)(int*, int, int)>(sym("cuDeviceGetAttribute"));
+    if (ready && get_name && attribute) {
+      char text[256] = {};
+      get_name(text, sizeof(text), device);
+      limits.name = text;
+      // CU_DEVICE_ATTRIBUTE_: MULTIPROCESSOR_COUNT 16, CLOCK_RATE 13 (kHz), MEMORY_CLOCK_RATE 36
+      // (kHz), GLOBAL_MEMORY_BUS_WIDTH 37 (bits), COMPUTE_CAPABILITY_MAJOR 75, _MINOR 76.
+      auto get = [&](int which) {
+        int value = 0;
+        attribute(&value, which, device);
+        return static_cast<double>(value);
+      };
+      const double major = get(75), minor = get(76);
+      // FP32 lanes per SM: 64 up to sm_80 (V100, A100), 128 from sm_86 (Ampere consumer, Ada,
+      // Hopper, Blackwell).
+      const double lanes = major < 8 || (major == 8 && minor == 0) ? 64 : 128;
+      limits.peak_gflops = get(16) * lanes * 2 * get(13) * 1e-6;
+      limits.bandwidth_gbs = 2 * get(36) * 1e3 * get(37) / 8 * 1e-9;
+    }
   }
 
   attention::TensorView upload(const std::vector<float>& host,
@@ -71,6 +95,11 @@ struct Cuda {
 Cuda& cuda() {
   static Cuda instance;
   return instance;
+}
+
+double peak_gflops() {
+  const char* env = std::getenv("ATTENTION_GPU_PEAK_GFLOPS");
+  return env ? std::strtod(env, nullptr) : cuda().limits.peak_gflops;
 }
 
 std::vector<float> random_values(size_t n, uint64_t seed) {
@@ -127,6 +156,14 @@ void set_counters(benchmark::State& state, const Shape& s) {
       benchmark::Counter(s.flops() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["%peak"] = benchmark::Counter(s.flops() * 1e-9 * 100.0 / peak_gflops(),
                                                benchmark::Counter::kIsIterationInvariantRate);
+  const double bandwidth = cuda().limits.bandwidth_gbs;
+  if (s.Sq == 1 && bandwidth > 0) {  // decode streams K and V once
+    const double bytes = 2.0 * s.B * s.H * s.Sk * s.D * sizeof(float);
+    state.counters["GB/s"] =
+        benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["%bw"] = benchmark::Counter(bytes * 1e-9 * 100.0 / bandwidth,
+                                               benchmark::Counter::kIsIterationInvariantRate);
+  }
 }
 
 void BM_CudaDevicePointers(benchmark::State& state, Shape s) {
@@ -180,8 +217,10 @@ void BM_OpenClHostTensors(benchmark::State& state, Shape s) {
   set_counters(state, s);
 }
 
-const Shape kShapes[] = {
-    {1, 8, 2048, 2048, 64}, {1, 16, 1024, 1024, 128}, {4, 12, 256, 256, 64}, {1, 32, 1, 4096, 128}};
+// The first is issue 23's prefill target shape (>= 50% of the fp32 peak), the last its decode.
+const Shape kShapes[] = {{1, 16, 4096, 4096, 128}, {1, 8, 2048, 2048, 64},
+                         {1, 16, 1024, 1024, 128}, {4, 12, 256, 256, 64},
+                         {1, 32, 1, 4096, 128}};
 
 std::string name(const char* backend, const Shape& s) {
   return std::string(backend) + "/B" + std::to_string(s.B) + "_H" + std::to_string(s.H) + "_Sq" +
@@ -192,13 +231,17 @@ std::string name(const char* backend, const Shape& s) {
 
 int main(int argc, char** argv) {
   if (!bench::initialize(&argc, argv)) return 1;
+  const GpuLimits& limits = cuda().limits;
+  benchmark::AddCustomContext("gpu", limits.name);
+  benchmark::AddCustomContext("gpu_fp32_peak_gflops", std::to_string(peak_gflops()));
+  benchmark::AddCustomContext("gpu_bandwidth_gbs", std::to_string(limits.bandwidth_gbs));
   for (const Shape& s : kShapes) {
     benchmark::RegisterBenchmark(name("cuda", s).c_str(), BM_CudaDevicePointers, s)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }
   // OpenCL on PoCL only at the small shape: it exists to show the path works end to end.
-  benchmark::RegisterBenchmark(name("opencl", kShapes[2]).c_str(), BM_OpenClHostTensors, kShapes[2])
+  benchmark::RegisterBenchmark(name("opencl", kShapes[3]).c_str(), BM_OpenClHostTensors, kShapes[3])
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime();
   benchmark::RunSpecifiedBenchmarks();
