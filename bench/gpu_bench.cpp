@@ -218,8 +218,10 @@ void BM_OpenClHostTensors(benchmark::State& state, Shape s) {
 }
 
 // The first is issue 23's prefill target shape (>= 50% of the fp32 peak), the last its decode.
-const Shape kShapes[] = {{1, 16, 4096, 4096, 128}, {1, 8, 2048, 2048, 64},
-                         {1, 16, 1024, 1024, 128}, {4, 12, 256, 256, 64},
+const Shape kShapes[] = {{1, 16, 4096, 4096, 128},
+                         {1, 8, 2048, 2048, 64},
+                         {1, 16, 1024, 1024, 128},
+                         {4, 12, 256, 256, 64},
                          {1, 32, 1, 4096, 128}};
 
 std::string name(const char* backend, const Shape& s) {
