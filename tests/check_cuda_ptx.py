@@ -6,7 +6,7 @@ Halide embeds each CUDA kernel's PTX as text in the host object. For every libra
 that PTX, assembles it with ptxas for sm_80 and sm_90 (-v), and fails when an entry spills, needs a
 stack frame or does not assemble. It then reports, for the two loops that do the attention's
 arithmetic, the Q·Kᵀ reduction over d (``scores.s1.r_d``) and the P·V reduction over keys
-(``weighted_sum.s1.r_j``), the FMAs per shared-memory load of their innermost loop bodies, and
+(``weighted_sum.s1.r_j``), the multiply-adds per shared-memory load of their innermost loops, and
 fails when one is below the given minimum (0: report only, until the register-blocked schedule
 lands). Without ptxas it exits 77 (CTest skip).
 """
@@ -63,31 +63,40 @@ def assemble(ptxas, ptx, arch):
 
 
 def inner_loop_ratios(ptx):
-    """{loop kind: [FMAs per shared load of each innermost loop body of that kind]}."""
-    lines = ptx.splitlines()
-    labels = {}
-    loops = []  # (start line, end line, name)
-    for i, line in enumerate(lines):
-        m = LABEL.match(line)
+    """{loop kind: [multiply-adds per shared load of each innermost loop of that kind]}.
+
+    LLVM's PTX marks each loop's blocks ("in Loop: Header=BB0_74", "This Inner Loop Header"), laid
+    out in any order; Halide names each loop's header block after its loop. A multiply-add is an
+    fma.rn.f32, or a mul.f32 (the NaN-safe masked P·V multiplies, then selects, then adds).
+    """
+    blocks = {}  # header -> lines of every block in that loop
+    names, innermost = {}, set()
+    current_header, block_name = None, None
+    for line in ptx.splitlines():
+        m = LABEL.match(line) or re.match(r'^// (%bb\.\d+):\s*(?://\s*(.*))?', line)
         if m:
-            labels[m.group(1)] = (i, m.group(2) or "")
-        m = BRANCH.search(line)
-        if m and m.group(1) in labels and labels[m.group(1)][0] < i:
-            start, name = labels[m.group(1)]
-            loops.append((start, i, name))
-    ratios = {kind: [] for kind in INNER_LOOPS}
-    for start, end, name in loops:
-        # Innermost: no other back edge inside.
-        if any(s > start and e < end for s, e, _ in loops):
+            block_name = m.group(1).replace("$L__", "").replace("%bb.", "BB?_")
+            names[block_name] = m.group(2) or ""
+            current_header = None
             continue
+        m = re.search(r'in Loop: Header=(BB\d+_\d+)', line)
+        if m and current_header is None:
+            current_header = m.group(1)
+        if "This Inner Loop Header" in line:
+            current_header = block_name
+            innermost.add(block_name)
+        if current_header is not None:
+            blocks.setdefault(current_header, []).append(line)
+    ratios = {kind: [] for kind in INNER_LOOPS}
+    for header in innermost:
         for kind, pattern in INNER_LOOPS.items():
-            # A branch back to an "end_for" block is control flow after a loop, not a loop.
-            if pattern.search(name) and "end_for" not in name:
-                body = lines[start:end + 1]
-                fmas = sum("fma.rn.f32" in line for line in body)
+            if pattern.search(names.get(header, "")):
+                body = blocks.get(header, [])
+                madds = sum(("fma.rn.f32" in line or re.search(r'\bmul(\.rn)?\.f32\b', line) is not
+                             None) for line in body)
                 loads = sum("ld.shared" in line for line in body)
-                if fmas:  # the loop that does the arithmetic (not a copy or a skip)
-                    ratios[kind].append(fmas / max(loads, 1))
+                if madds:  # the loop that does the arithmetic (not a copy or a skip)
+                    ratios[kind].append(madds / max(loads, 1))
     return ratios
 
 
@@ -128,10 +137,10 @@ def main(argv):
                     # its body is then not one stretch of text.
                     print(f"{name}: {kind}: not identified in the PTX's block layout")
                     continue
-                print(f"{name}: {kind}: {min(values):.2f} FMAs per shared load "
+                print(f"{name}: {kind}: {min(values):.2f} multiply-adds per shared load "
                       f"({len(values)} innermost loops)")
                 if min(values) < minimum:
-                    failures.append(f"{name}: {kind}: {min(values):.2f} FMAs per shared load, "
+                    failures.append(f"{name}: {kind}: {min(values):.2f} multiply-adds per shared load, "
                                     f"expected >= {minimum}")
     for failure in failures:
         print(f"FAILED: {failure}")
