@@ -1,6 +1,6 @@
 """Offline checks of the CUDA kernels' device code, without a GPU (issue 23).
 
-Usage: check_cuda_ptx.py <ptxas or ""> <min FMAs per shared load> <kernel library (.a/.o)>...
+Usage: check_cuda_ptx.py <ptxas or ""> <min multiply-adds per shared load> <kernel library (.a/.o)>...
 
 Halide embeds each CUDA kernel's PTX as text in the host object. For every library this extracts
 that PTX, assembles it with ptxas for sm_80 and sm_90 (-v), and fails when an entry spills, needs a
@@ -140,8 +140,8 @@ def main(argv):
                 print(f"{name}: {kind}: {min(values):.2f} multiply-adds per shared load "
                       f"({len(values)} innermost loops)")
                 if min(values) < minimum:
-                    failures.append(f"{name}: {kind}: {min(values):.2f} multiply-adds per shared load, "
-                                    f"expected >= {minimum}")
+                    failures.append(f"{name}: {kind}: {min(values):.2f} multiply-adds per "
+                                    f"shared load, expected >= {minimum}")
     for failure in failures:
         print(f"FAILED: {failure}")
     return 1 if failures else 0

@@ -1,6 +1,6 @@
-"""Checks what libattention.so exports (cmake/attention.map): the public API (attention::..., outside
-attention::detail and attention::kernels, but for the one registration entry point generated code
-calls) and Halide's runtime (halide_*), and that the public entry points are there.
+"""Checks what libattention.so exports (cmake/attention.map): the public API (attention::...,
+outside attention::detail and attention::kernels, but for the one registration entry point
+generated code calls) and Halide's runtime (halide_*), and that the public entry points are there.
 
 Usage: check_shared_exports.py <libattention.so>
 Exit status 0 when it holds, 1 with the offending symbols otherwise.
