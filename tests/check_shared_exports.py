@@ -28,7 +28,7 @@ def allowed(name):
 
 def main(argv):
     if len(argv) != 2:
-        print(__doc__.strip().splitlines()[3], file=sys.stderr)
+        print(next(l for l in __doc__.splitlines() if l.startswith("Usage")), file=sys.stderr)
         return 2
     out = subprocess.run(["nm", "-D", "--defined-only", "-C", argv[1]], capture_output=True,
                          text=True, check=True).stdout
