@@ -115,6 +115,13 @@ std::vector<std::string> split_targets(const char* targets) {
   return result;
 }
 
+// What a registration publishes: the rows and the tilings of every registered kernel so far.
+// Immutable once published, so the calls read both without a lock.
+struct Published {
+  CpuRows rows;
+  std::map<std::string, CpuTiling, std::less<>> tilings;  // by generated function name
+};
+
 struct Registry {
   std::mutex mutex;
   std::vector<const GeneratedKernelLibrary*> pending;
@@ -124,9 +131,8 @@ struct Registry {
     Status status;
   };
   std::vector<Entry> libraries;
-  std::map<std::string, CpuTiling, std::less<>> tilings;  // by generated function name
-  std::vector<std::unique_ptr<const CpuRows>> published;  // every row ever published, kept
-  std::atomic<const CpuRows*> rows{nullptr};
+  std::vector<std::unique_ptr<const Published>> published;  // every one ever published, kept
+  std::atomic<const Published*> current{nullptr};
 };
 
 // A function-local static: generated registration code runs during static initialisation.
@@ -153,25 +159,26 @@ Status register_locked(Registry& r, const GeneratedKernelLibrary& library) {
                              std::to_string(kKernelLibraryAbi) +
                              " (regenerate it with this version's attention-gen)");
     }
-    if (library.targets == nullptr || split_targets(library.targets).empty() ||
-        library.kernel_info == nullptr || (library.count > 0 && library.kernels == nullptr)) {
+    const std::vector<std::string> targets =
+        library.targets != nullptr ? split_targets(library.targets) : std::vector<std::string>{};
+    if (targets.empty() || library.kernel_info == nullptr ||
+        (library.count > 0 && library.kernels == nullptr)) {
       return Status::invalid(prefix + "no targets, kernel_info or kernels");
     }
     // The variant Halide's dispatch picks here: the library's probe ends with the bare
     // <arch>-<bits>-<os> target, which it reports when this CPU runs none of the library's.
     const CpuKernelInfo info = read_kernel_info(library.kernel_info);
+    const std::vector<std::string> picked = target_features(info.target);
     bool runs = false;
-    for (const std::string& target : split_targets(library.targets)) {
-      runs = runs || target_features(target) == target_features(info.target);
-    }
+    for (const std::string& target : targets) runs = runs || target_features(target) == picked;
     if (!runs) {
       return Status::error(StatusCode::Unsupported, prefix + "this CPU has none of its targets (" +
                                                         library.targets + "); it runs " +
                                                         cpu_kernel_info().target);
     }
-    const CpuRows* current = r.rows.load();
-    auto rows = std::make_unique<CpuRows>(current != nullptr ? *current : builtin_cpu_rows());
-    std::map<std::string, CpuTiling, std::less<>> tilings;
+    const Published* current = r.current.load();
+    auto next = current != nullptr ? std::make_unique<Published>(*current)
+                                   : std::make_unique<Published>(Published{builtin_cpu_rows(), {}});
     for (size_t i = 0; i < library.count; ++i) {
       const GeneratedKernel& kernel = library.kernels[i];
       const Role* role = find_role(kernel.role);
@@ -190,14 +197,13 @@ Status register_locked(Registry& r, const GeneratedKernelLibrary& library) {
         return Status::invalid(prefix + kernel.function_name + " cannot stand in for " +
                                role->name + ": " + difference);
       }
-      role->install(*rows, kernel.function, kernel.function_name);
-      tilings[kernel.function_name] =
+      role->install(next->rows, kernel.function, kernel.function_name);
+      next->tilings[kernel.function_name] =
           tiling_with_params(role->prefill ? info.prefill : info.decode,
                              kernel.params != nullptr ? kernel.params : "");
     }
-    r.tilings.merge(tilings);
-    r.published.push_back(std::move(rows));
-    r.rows.store(r.published.back().get());
+    r.published.push_back(std::move(next));
+    r.current.store(r.published.back().get());
     return Status::ok_status();
   };
   Status status = check();
@@ -205,11 +211,16 @@ Status register_locked(Registry& r, const GeneratedKernelLibrary& library) {
   return status;
 }
 
-void register_pending(Registry& r) {
-  std::lock_guard<std::mutex> lock(r.mutex);
-  for (const GeneratedKernelLibrary* library : r.pending) register_locked(r, *library);
-  r.pending.clear();
-  r.has_pending.store(false);
+// The registry after registering the libraries that asked to be at their first use.
+Registry& settled_registry() {
+  Registry& r = registry();
+  if (r.has_pending.load(std::memory_order_acquire)) {
+    std::lock_guard<std::mutex> lock(r.mutex);
+    for (const GeneratedKernelLibrary* library : r.pending) register_locked(r, *library);
+    r.pending.clear();
+    r.has_pending.store(false);
+  }
+  return r;
 }
 
 }  // namespace
@@ -223,31 +234,27 @@ bool register_kernel_library_at_first_use(const GeneratedKernelLibrary* library)
 }
 
 const CpuRows& cpu_rows() {
-  Registry& r = registry();
-  if (r.has_pending.load(std::memory_order_acquire)) register_pending(r);
-  const CpuRows* rows = r.rows.load(std::memory_order_acquire);
-  return rows != nullptr ? *rows : builtin_cpu_rows();
+  const Published* current = settled_registry().current.load(std::memory_order_acquire);
+  return current != nullptr ? current->rows : builtin_cpu_rows();
 }
 
 const CpuTiling* registered_kernel_tiling(std::string_view kernel) {
-  Registry& r = registry();
-  std::lock_guard<std::mutex> lock(r.mutex);
-  const auto found = r.tilings.find(kernel);
-  return found != r.tilings.end() ? &found->second : nullptr;
+  const Published* current = registry().current.load(std::memory_order_acquire);
+  if (current == nullptr) return nullptr;
+  const auto found = current->tilings.find(kernel);
+  return found != current->tilings.end() ? &found->second : nullptr;
 }
 
 }  // namespace detail
 
 Status register_kernel_library(const GeneratedKernelLibrary& library) {
-  detail::Registry& r = detail::registry();
-  if (r.has_pending.load()) detail::register_pending(r);
+  detail::Registry& r = detail::settled_registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   return detail::register_locked(r, library);
 }
 
 std::vector<KernelLibraryInfo> kernel_libraries() {
-  detail::Registry& r = detail::registry();
-  if (r.has_pending.load()) detail::register_pending(r);
+  detail::Registry& r = detail::settled_registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   std::vector<KernelLibraryInfo> result;
   for (const detail::Registry::Entry& entry : r.libraries) {

@@ -74,7 +74,8 @@ struct CpuRows {
 const CpuRows& builtin_cpu_rows();  // kernel_table.cpp
 // The rows now, after registering the libraries that asked to be at their first use.
 const CpuRows& cpu_rows();  // kernel_registry.cpp
-// The tiling a registered library's kernel runs with here; nullptr for other names.
+// The tiling a registered library's kernel runs with here; nullptr for other names. Lock-free:
+// it is read on every call.
 const CpuTiling* registered_kernel_tiling(std::string_view kernel);
 // The words of a Halide target string (arch, bits, os, features), sorted, without the build-only
 // features (user_context, no_runtime, c_plus_plus_name_mangling, asan): equal for two spellings of
