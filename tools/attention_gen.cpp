@@ -124,6 +124,12 @@ std::vector<std::string> split(const std::string& text, char sep) {
   return parts;
 }
 
+std::string join(const std::vector<std::string>& parts, const char* separator) {
+  std::string joined;
+  for (const std::string& part : parts) joined += (joined.empty() ? "" : separator) + part;
+  return joined;
+}
+
 bool is_identifier(const std::string& s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
   for (char c : s) {
@@ -256,9 +262,9 @@ const Kernel& find_kernel(const std::string& name) {
   for (const Kernel& k : kernels()) {
     if (name == k.name) return k;
   }
-  std::string known;
-  for (const Kernel& k : kernels()) known += std::string(known.empty() ? "" : ", ") + k.name;
-  fail("unknown kernel '" + name + "' (kernels: " + known + ")");
+  std::vector<std::string> known;
+  for (const Kernel& k : kernels()) known.push_back(k.name);
+  fail("unknown kernel '" + name + "' (kernels: " + join(known, ", ") + ")");
 }
 
 // <arch>-<bits>-<os> of a target.
@@ -331,12 +337,8 @@ int main(int argc, char** argv) {
   // Halide runtime of the attention library the app links; C++ names (<name>::<role>), so two
   // libraries, or an app's own functions of the same names, never clash.
   const auto halide_targets = [&](std::vector<std::string> targets) {
-    std::string joined;
-    for (const std::string& t : targets) {
-      joined +=
-          (joined.empty() ? "" : ",") + t + "-user_context-no_runtime-c_plus_plus_name_mangling";
-    }
-    return joined;
+    for (std::string& t : targets) t += "-user_context-no_runtime-c_plus_plus_name_mangling";
+    return join(targets, ",");
   };
   // Each target alone first, so a bad one is named (Halide's header-only output is quick).
   for (const std::string& t : o.targets) {
@@ -391,10 +393,8 @@ int main(int argc, char** argv) {
     const Job& job = jobs[i];
     const std::vector<std::string>& targets = job.role == "kernel_info" ? probe_targets : o.targets;
     if (!o.quiet) {
-      std::string t;
-      for (const std::string& x : targets) t += (t.empty() ? "" : ", ") + x;
-      std::cout << "[" << i + 1 << "/" << jobs.size() << "] " << job.file << " for " << t
-                << std::endl;
+      std::cout << "[" << i + 1 << "/" << jobs.size() << "] " << job.file << " for "
+                << join(targets, ", ") << std::endl;
     }
     std::vector<std::string> argv = {generator,
                                      "-g",
@@ -426,16 +426,13 @@ int main(int argc, char** argv) {
       << " with the attention runtime.\n#include <attention/kernel_library.h>\n\n#include \""
       << o.name << ".h\"\n#include \"" << o.name << "_kernel_info.h\"\n";
   for (size_t i = 1; i < jobs.size(); ++i) reg << "#include \"" << jobs[i].file << ".h\"\n";
-  std::string targets_spaced;
-  for (const std::string& t : o.targets) targets_spaced += (targets_spaced.empty() ? "" : " ") + t;
+  const std::string targets_spaced = join(o.targets, " ");
   reg << "\nnamespace " << o.name
       << " {\nnamespace {\n\nconst attention::GeneratedKernel kKernels[] = {\n";
   for (size_t i = 1; i < jobs.size(); ++i) {
-    std::string params;
-    for (const std::string& p : jobs[i].params) params += (params.empty() ? "" : " ") + p;
     reg << "    {\"" << jobs[i].role << "\", \"" << o.name << "::" << jobs[i].role
         << "\", reinterpret_cast<void (*)()>(&" << jobs[i].role << "), &" << jobs[i].role
-        << "_metadata,\n     \"" << params << "\"},\n";
+        << "_metadata,\n     \"" << join(jobs[i].params, " ") << "\"},\n";
   }
   reg << "};\n\nconst attention::GeneratedKernelLibrary kLibrary = {\n    " << kAbi << ", \""
       << o.name << "\", \"" << targets_spaced << "\", &kernel_info, kKernels,\n    "
@@ -471,11 +468,9 @@ int main(int argc, char** argv) {
   }
   manifest << "],\n  \"kernels\": [\n";
   for (size_t i = 0; i < jobs.size(); ++i) {
-    std::string params;
-    for (const std::string& p : jobs[i].params) params += (params.empty() ? "" : " ") + p;
     manifest << "    {\"role\": " << json_string(jobs[i].role)
              << ", \"generator\": " << json_string(jobs[i].generator)
-             << ", \"params\": " << json_string(params)
+             << ", \"params\": " << json_string(join(jobs[i].params, " "))
              << ", \"library\": " << json_string(jobs[i].file + ".a")
              << ", \"header\": " << json_string(jobs[i].file + ".h") << "}"
              << (i + 1 < jobs.size() ? "," : "") << "\n";
