@@ -97,6 +97,7 @@ class MhaGenerator : public Generator<MhaGenerator> {
     in.seq_k = Sk;
     in.heads_per_kv = H / num_kv_heads;
     in.key_split = *key_split_;
+    set_feature_blocks(in, plan_);
     attention_ = scaled_dot_product(in);
 
     // The output projection reduces over (d, h): the concatenation's column h·D + d.

@@ -120,6 +120,7 @@ class SdpaGeneratorBase : public Generator<Self> {
     plan_ = sdpa_plan(this->get_target(), tiling_target(), prefill(), tiling);
     if (mask) set_mask_blocks(*mask, plan_);
     if (customize) customize(in);
+    set_feature_blocks(in, plan_);
     funcs_ = scaled_dot_product(in);
   }
 

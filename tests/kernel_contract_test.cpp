@@ -130,24 +130,21 @@ TEST(KernelContract, CpuSplitsHoldWholeBlocksOfTheTilingThatRuns) {
   EXPECT_EQ(checked, 4);  // sdpa, masked sdpa, additive, Nadaraya–Watson
 }
 
-TEST(KernelContract, GpuSplitsFitTheTileOfEachKernel) {
+TEST(KernelContract, GpuSplitsAreTheTilesOfEachKernel) {
   for (const Pair& pair : tiling_pairs()) {
     if (pair.backend == "cpu") continue;
     SCOPED_TRACE(pair.prefill + " / " + pair.decode);
-    for (int64_t D = 1; D <= 256; ++D) {
-      for (int64_t Sq : {1, 2, 3, 100}) {
-        for (int64_t Sk : {1, 17, 4096}) {
-          const auto choice =
-              attention::detail::choose_gpu_kernel(pair.prefill, pair.decode, 1, 8, Sq, Sk, D);
-          const auto& tiling =
-              attention::detail::kernel_gpu_tiling(choice.prefill ? pair.prefill : pair.decode);
-          ASSERT_EQ(choice.key_split % tiling.key_block, 0);
-          ASSERT_EQ(choice.key_split % attention_contract::kGpuSplitKeyMultiple, 0);
-          ASSERT_LE(attention_contract::gpu_shared_bytes(tiling, D, choice.key_split),
-                    attention_contract::kGpuSharedBudget)
-              << "D " << D << " Sq " << Sq << " Sk " << Sk;
-        }
-      }
+    for (int64_t Sq : {1, 2, 3, 100}) {
+      const auto choice = attention::detail::choose_gpu_kernel(pair.prefill, pair.decode, Sq);
+      ASSERT_EQ(choice.prefill, Sq > attention_contract::kDecodeMaxQueries);
+      const auto& tiling =
+          attention::detail::kernel_gpu_tiling(choice.prefill ? pair.prefill : pair.decode);
+      // The register tiles have exactly split_keys keys; masked splits hold whole key blocks.
+      ASSERT_EQ(choice.key_split, tiling.split_keys);
+      ASSERT_EQ(choice.key_split % tiling.key_block, 0);
+      ASSERT_EQ(choice.key_split % attention_contract::kGpuSplitKeyMultiple, 0);
+      ASSERT_LE(attention_contract::gpu_shared_bytes(tiling), attention_contract::kGpuSharedBudget);
+      ASSERT_EQ(attention_contract::gpu_tiling_error(tiling), "");
     }
   }
 }

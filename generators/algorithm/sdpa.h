@@ -55,6 +55,10 @@ struct SdpaInputs {
   // (out, logsumexp), which a logsumexp-weighted sum combines (split-KV / online softmax over key
   // blocks; a split of >= Sk keys is one pass). Masked: a multiple of MaskInputs::key_block.
   Halide::Expr key_split;
+  // GPU: features in blocks of this many (D rounded up, q and k read as zeros past D; r_d is then
+  // two-dimensional, r_d.x within a block and r_d.y the block), so the schedule stages and loads
+  // whole blocks of features without a tail. 0: r_d spans exactly D (the CPU schedules).
+  int feature_block = 0;
 };
 
 // Every stage of the computation, named like the math, for the schedule to place.
@@ -64,7 +68,7 @@ struct SdpaFuncs {
   Halide::Expr value_dim;  // Dv: schedules specialize their value-feature blocking on it
   Halide::Func keys;       // in.k, so a schedule can stage it
   Halide::Func values;     // in.v, so a schedule can stage (pack) it
-  Halide::RDom r_d;        // over D
+  Halide::RDom r_d;        // over D (feature_block: over (feature in block, block))
   Halide::RDom r_j;        // over Sk (masked: rounded up to whole key blocks, visible ones only)
   Halide::Func q_scaled;   // (d, i, h, b)  q * scale: folds the scale into the smaller operand
   Halide::Func scores;     // (j, i, h, b)  scale * q·k
@@ -249,12 +253,27 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   }
 
   f.q_scaled = Func("q_scaled");
-  f.q_scaled(d, i, h, b) = in.q(d, i, h, b) * in.scale;
-
   f.scores = Func("scores");
   f.scores(j, i, h, b) = 0.0f;
-  Expr q_d = f.q_scaled(f.r_d, i, h, b), k_d = in.k(f.r_d, j, kv_head, b);
-  f.scores(j, i, h, b) += in.score_term ? in.score_term(q_d, k_d, f.r_d) : q_d * k_d;
+  Expr q_d, k_d, feature;
+  if (in.feature_block > 1) {
+    const int fb = in.feature_block;
+    const Expr D = in.head_dim;
+    f.r_d = RDom(0, fb, 0, (D + fb - 1) / fb, "r_d");
+    feature = f.r_d.x + f.r_d.y * fb;
+    // Zeros past D add exactly 0 to every score (0 · 0, never 0 · inf).
+    f.keys = Func("keys_padded");
+    f.keys(d, j, h, b) = select(d < D, in.k(min(d, D - 1), j, h, b), 0.0f);
+    f.q_scaled(d, i, h, b) = select(d < D, in.q(min(d, D - 1), i, h, b) * in.scale, 0.0f);
+    q_d = f.q_scaled(feature, i, h, b);
+    k_d = f.keys(feature, j, kv_head, b);
+  } else {
+    feature = f.r_d;
+    f.q_scaled(d, i, h, b) = in.q(d, i, h, b) * in.scale;
+    q_d = f.q_scaled(f.r_d, i, h, b);
+    k_d = in.k(f.r_d, j, kv_head, b);
+  }
+  f.scores(j, i, h, b) += in.score_term ? in.score_term(q_d, k_d, feature) : q_d * k_d;
 
   Expr score = f.scores(j, i, h, b);
   if (in.logit_of_score) score = in.logit_of_score(score);

@@ -85,20 +85,54 @@ constexpr CpuTiling cpu_tiling(int vector, int registers, bool wide_queries) {
 // GPU tiling (generators/schedule/cuda.h), per API so CUDA and OpenCL can be tuned apart.
 enum class GpuApi { CUDA, OpenCL };
 
+// A block computes one key split of one query tile, each thread a register tile: Q·Kᵀ
+// score_queries × score_keys scores over d in steps of 4 features (a 4-wide load of q or k per
+// row), P·V pv_queries × pv_features outputs over the split's keys (the weights of 4 queries per
+// load; v's features a feature_threads apart, so a warp's loads of v are coalesced). Every split
+// holds exactly split_keys keys (the runtime passes that key_split), so the tiles have constant
+// shapes.
 struct GpuTiling {
   int query_tile;       // queries per block
-  int key_threads;      // Q·Kᵀ threads along the keys (× query_tile threads in all)
-  int feature_threads;  // P·V and combine threads along the value features
+  int split_keys;       // keys per block: the key split
+  int score_queries;    // Q·Kᵀ register tile: queries
+  int score_keys;       // Q·Kᵀ register tile: keys
+  int pv_queries;       // P·V register tile: queries
+  int pv_features;      // P·V register tile: value features
+  int feature_threads;  // P·V threads along the value features (a pass covers × pv_features)
+  int feature_block;    // q and k features staged in shared memory per step (a multiple of 4)
   int key_block;        // masked: keys per skipped-or-kept block (MaskInputs::key_block)
+
+  constexpr int score_threads() const {
+    return (query_tile / score_queries) * (split_keys / score_keys);
+  }
+  constexpr int pv_threads() const { return (query_tile / pv_queries) * feature_threads; }
 };
 
 constexpr GpuTiling gpu_tiling(GpuApi api, bool wide_queries) {
   (void)api;  // one tiling for both today
   GpuTiling t{};
-  // 16 queries × 16 keys (prefill) or 2 × 128 (decode): 256 threads per block for Q·Kᵀ.
-  t.query_tile = wide_queries ? 16 : 2;
-  t.key_threads = 256 / t.query_tile;
-  t.feature_threads = 32;  // one warp along a row of v or out: coalesced
+  if (wide_queries) {
+    // 64 queries × 64 keys: 16 × 16 threads of 4 × 4 scores (8 loads of 4 floats feed 64 FMAs).
+    // P·V: 8 × 32 threads of 8 queries × 4 features (2 loads of weights, 4 of v: 32 FMAs).
+    t.query_tile = 64;
+    t.split_keys = 64;
+    t.score_queries = 4;
+    t.score_keys = 4;
+    t.pv_queries = 8;
+    t.pv_features = 4;
+    t.feature_threads = 32;
+  } else {
+    // One or two queries (Sq <= kDecodeMaxQueries): each key and value is used at most twice, so
+    // the tiles run along keys and features; a block streams 128 keys.
+    t.query_tile = 2;
+    t.split_keys = 128;
+    t.score_queries = 2;
+    t.score_keys = 2;
+    t.pv_queries = 2;
+    t.pv_features = 4;
+    t.feature_threads = 64;
+  }
+  t.feature_block = 8;
   t.key_block = 1;
   return t;
 }
@@ -144,27 +178,15 @@ constexpr int32_t prefill_key_split(int64_t Sk, const CpuTiling& prefill) {
   return static_cast<int32_t>((keys + block - 1) / block * block);
 }
 
-// GPU: a split's k is staged whole in shared memory beside the tile's scaled q and its scores and
-// weights. Splits are multiples of kGpuSplitKeyMultiple keys, at most kGpuMaxSplitKeys, and as
-// long as keeps that footprint within kGpuSharedBudget (below CUDA's 48 KiB per block without
-// opt-in, leaving room for Halide's own shared allocations).
-inline constexpr int64_t kGpuSharedBudget = 36 * 1024;
+// GPU shared memory per block: the staged blocks of q and k, the split's logits and weights. Kept
+// within kGpuSharedBudget (below CUDA's 48 KiB per block without opt-in, with room for Halide's
+// own shared allocations). Splits are multiples of kGpuSplitKeyMultiple keys.
+constexpr int64_t gpu_shared_bytes(const GpuTiling& t) {
+  const int64_t q = t.query_tile, keys = t.split_keys;
+  return 4 * (q * t.feature_block + keys * t.feature_block + 2 * q * keys);
+}
+inline constexpr int64_t kGpuSharedBudget = 44 * 1024;
 inline constexpr int32_t kGpuSplitKeyMultiple = 16;
-inline constexpr int32_t kGpuMaxSplitKeys = 64;
-// Decode splits the keys further when that leaves fewer than about kGpuDecodeBlocks blocks (a few
-// per SM of a large GPU): every split is a block.
-inline constexpr int64_t kGpuDecodeBlocks = 512;
-
-constexpr int64_t gpu_shared_bytes(const GpuTiling& t, int64_t D, int64_t split_keys) {
-  return 4 * (t.query_tile * D + split_keys * D + 2 * t.query_tile * split_keys);
-}
-
-// The longest split whose shared memory fits (kGpuSplitKeyMultiple keys at least, whatever D).
-constexpr int32_t gpu_max_key_split(const GpuTiling& t, int64_t D) {
-  int32_t keys = kGpuMaxSplitKeys;
-  while (keys > kGpuSplitKeyMultiple && gpu_shared_bytes(t, D, keys) > kGpuSharedBudget) keys /= 2;
-  return keys;
-}
 
 // ---- Tiling parameters: every tiling choice is a GeneratorParam of the SDPA-family generators
 // (the tuner's search space), named as below; 0 or absent takes the target's default. The build
@@ -190,7 +212,13 @@ struct GpuTilingParam {
 };
 inline constexpr GpuTilingParam kGpuTilingParams[] = {
     {"gpu_query_tile", &GpuTiling::query_tile},
-    {"gpu_feature_threads", &GpuTiling::feature_threads}};
+    {"gpu_split_keys", &GpuTiling::split_keys},
+    {"gpu_score_queries", &GpuTiling::score_queries},
+    {"gpu_score_keys", &GpuTiling::score_keys},
+    {"gpu_pv_queries", &GpuTiling::pv_queries},
+    {"gpu_pv_features", &GpuTiling::pv_features},
+    {"gpu_feature_threads", &GpuTiling::feature_threads},
+    {"gpu_feature_block", &GpuTiling::feature_block}};
 inline constexpr int kGpuTilingParamCount = std::size(kGpuTilingParams);
 
 // `t` with the non-zero values[i] of kCpuTilingParams[i] in place of its fields.
@@ -205,7 +233,6 @@ inline GpuTiling with_overrides(GpuTiling t, const std::array<int, kGpuTilingPar
   for (int i = 0; i < kGpuTilingParamCount; ++i) {
     if (values[i] != 0) t.*kGpuTilingParams[i].field = values[i];
   }
-  t.key_threads = t.query_tile > 0 ? 256 / t.query_tile : 0;  // 256 Q·Kᵀ threads per block
   return t;
 }
 
@@ -256,18 +283,35 @@ inline std::string cpu_tiling_error(const CpuTiling& t, int registers, bool wide
 }
 
 inline std::string gpu_tiling_error(const GpuTiling& t) {
-  const auto v = [](int x) { return std::to_string(x); };
-  if (t.query_tile <= 0 || 256 % t.query_tile != 0) {
-    return "gpu_query_tile=" + v(t.query_tile) + ": must divide 256 (the Q·Kᵀ threads per block)";
+  const auto v = [](int64_t x) { return std::to_string(x); };
+  for (const GpuTilingParam& p : kGpuTilingParams) {
+    if (t.*p.field <= 0) return std::string(p.name) + "=" + v(t.*p.field) + ": must be positive";
   }
-  if (t.feature_threads <= 0 || t.feature_threads * t.query_tile > 1024) {
-    return "gpu_feature_threads=" + v(t.feature_threads) +
-           ": times gpu_query_tile=" + v(t.query_tile) + " must be 1..1024 threads per block";
+  const auto multiple = [&](const char* name, int value, const std::string& of) {
+    return std::string(name) + "=" + v(value) + ": must be a multiple of " + of;
+  };
+  if (t.query_tile % t.score_queries != 0 || t.query_tile % t.pv_queries != 0) {
+    return multiple(
+        "gpu_query_tile", t.query_tile,
+        "gpu_score_queries=" + v(t.score_queries) + " and gpu_pv_queries=" + v(t.pv_queries));
   }
-  if (gpu_shared_bytes(t, 256, kGpuSplitKeyMultiple) > kGpuSharedBudget) {
-    return "gpu_query_tile=" + v(t.query_tile) + ": the shortest split at D = 256 needs " +
-           v(static_cast<int>(gpu_shared_bytes(t, 256, kGpuSplitKeyMultiple))) +
-           " bytes of shared memory, more than " + v(static_cast<int>(kGpuSharedBudget));
+  if (t.split_keys % t.score_keys != 0 || t.split_keys % kGpuSplitKeyMultiple != 0) {
+    return multiple("gpu_split_keys", t.split_keys,
+                    "gpu_score_keys=" + v(t.score_keys) + " and " + v(kGpuSplitKeyMultiple));
+  }
+  if (t.feature_block % 4 != 0) return multiple("gpu_feature_block", t.feature_block, "4");
+  if (t.score_threads() > 1024 || t.pv_threads() > 1024) {
+    return "gpu_query_tile=" + v(t.query_tile) + ": " + v(t.score_threads()) + " Q·Kᵀ and " +
+           v(t.pv_threads()) + " P·V threads per block, at most 1024";
+  }
+  if (t.score_queries * t.score_keys > 64 || t.pv_queries * t.pv_features > 64) {
+    return "gpu_score_queries × gpu_score_keys and gpu_pv_queries × gpu_pv_features: at most 64 "
+           "accumulators per thread";
+  }
+  if (gpu_shared_bytes(t) > kGpuSharedBudget) {
+    return "gpu_query_tile=" + v(t.query_tile) + ", gpu_split_keys=" + v(t.split_keys) +
+           ", gpu_feature_block=" + v(t.feature_block) + ": " + v(gpu_shared_bytes(t)) +
+           " bytes of shared memory, more than " + v(kGpuSharedBudget);
   }
   return "";
 }
@@ -289,18 +333,12 @@ constexpr KernelChoice choose_cpu_kernel(int64_t B, int64_t H, int64_t Sq, int64
   return {false, decode_key_split(B, H, Sk, decode)};
 }
 
-// `prefill` and `decode`: the tilings of the two GPU kernels.
-constexpr KernelChoice choose_gpu_kernel(int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,
-                                         const GpuTiling& prefill, const GpuTiling& decode) {
-  if (use_prefill(Sq)) return {true, gpu_max_key_split(prefill, D)};
-  const int32_t most = gpu_max_key_split(decode, D);
-  const int64_t items = std::max<int64_t>(B * H, 1);
-  const int64_t splits =
-      std::clamp<int64_t>((kGpuDecodeBlocks + items - 1) / items, 1, std::max<int64_t>(Sk, 1));
-  const int64_t keys = (Sk + splits - 1) / splits;
-  const int64_t whole = (keys + kGpuSplitKeyMultiple - 1) / kGpuSplitKeyMultiple;
-  return {false, static_cast<int32_t>(std::clamp<int64_t>(whole * kGpuSplitKeyMultiple,
-                                                          kGpuSplitKeyMultiple, most))};
+// `prefill` and `decode`: the tilings of the two GPU kernels. Every split is the kernel's
+// split_keys (its register tiles have that shape); decode's parallelism comes from the splits.
+constexpr KernelChoice choose_gpu_kernel(int64_t Sq, const GpuTiling& prefill,
+                                         const GpuTiling& decode) {
+  return use_prefill(Sq) ? KernelChoice{true, prefill.split_keys}
+                         : KernelChoice{false, decode.split_keys};
 }
 
 // ---- Tuning buckets. The tuner (tools/attention-tune) records one winning tiling per bucket of
@@ -328,7 +366,8 @@ static_assert(kSplitKeyMultiple % cpu_tiling(16, 32, false).mask_key_block == 0 
 static_assert(kGpuSplitKeyMultiple % gpu_tiling(GpuApi::CUDA, true).key_block == 0 &&
                   kGpuSplitKeyMultiple % gpu_tiling(GpuApi::CUDA, false).key_block == 0,
               "GPU splits must hold whole mask key blocks");
-static_assert(gpu_shared_bytes(gpu_tiling(GpuApi::CUDA, true), 256, 16) <= kGpuSharedBudget,
-              "the prefill GPU tile must fit D = 256 with the shortest split");
+static_assert(gpu_shared_bytes(gpu_tiling(GpuApi::CUDA, true)) <= kGpuSharedBudget &&
+                  gpu_shared_bytes(gpu_tiling(GpuApi::CUDA, false)) <= kGpuSharedBudget,
+              "the GPU tiles must fit the shared memory budget");
 
 }  // namespace attention_contract

@@ -84,6 +84,12 @@ inline void set_mask_blocks(MaskInputs& mask, const SdpaPlan& p) {
   mask.key_block = p.gpu ? p.gpu_tiling.key_block : p.cpu.mask_key_block;
 }
 
+// The GPU schedule stages and loads q and k in whole blocks of features (SdpaInputs::
+// feature_block; dot-product scores only, whose padding adds exact zeros).
+inline void set_feature_blocks(SdpaInputs& in, const SdpaPlan& p) {
+  if (p.gpu && !in.score_term) in.feature_block = p.gpu_tiling.feature_block;
+}
+
 inline void schedule_sdpa(SdpaFuncs& f, const SdpaPlan& p) {
   if (p.gpu) {
     schedule_sdpa_gpu(f, p.gpu_tiling);

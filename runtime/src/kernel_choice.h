@@ -55,16 +55,15 @@ inline int32_t prefill_key_split(std::string_view kernel, int64_t Sk) {
   return attention_contract::prefill_key_split(Sk, kernel_cpu_tiling(kernel));
 }
 
-// A GPU call: the kernels' own tilings bound their splits by shared memory.
+// A GPU call: every split is the chosen kernel's split_keys (its register tiles have that shape).
 inline KernelChoice choose_gpu_kernel(std::string_view prefill_kernel,
-                                      std::string_view decode_kernel, int64_t B, int64_t H,
-                                      int64_t Sq, int64_t Sk, int64_t D) {
-  return attention_contract::choose_gpu_kernel(B, H, Sq, Sk, D, kernel_gpu_tiling(prefill_kernel),
+                                      std::string_view decode_kernel, int64_t Sq) {
+  return attention_contract::choose_gpu_kernel(Sq, kernel_gpu_tiling(prefill_kernel),
                                                kernel_gpu_tiling(decode_kernel));
 }
 
-inline int32_t gpu_prefill_key_split(std::string_view kernel, int64_t D) {
-  return attention_contract::gpu_max_key_split(kernel_gpu_tiling(kernel), D);
+inline int32_t gpu_prefill_key_split(std::string_view kernel) {
+  return kernel_gpu_tiling(kernel).split_keys;
 }
 
 }  // namespace attention::detail

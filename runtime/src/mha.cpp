@@ -257,7 +257,7 @@ Status run_mha_gpu(detail::Run run, const TensorView& x_q, const TensorView& x_k
   ATTENTION_RETURN_IF_ERROR(call.mask_inputs(mask, m));
   const detail::MhaRow& row = detail::mha_row(run);
   const auto call_kernel = [&](const auto& kernel) {
-    const int32_t key_split = detail::gpu_prefill_key_split(kernel.name, s.D);
+    const int32_t key_split = detail::gpu_prefill_key_split(kernel.name);
     return call.run_parts(kernel.name, kernel.fn,
                           std::tuple(hx_q.get(), hx_kv.get(), hw_q.get(), hb_q.get(), hw_k.get(),
                                      hb_k.get(), hw_v.get(), hb_v.get(), hw_o.get(), hb_o.get(),

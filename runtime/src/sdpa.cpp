@@ -65,12 +65,11 @@ Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorVie
 // kernels always take the NaN-safe P·V (values_finite = false): the GPU schedule has one form.
 Status run_gpu(detail::Run run, const TensorView& q, const TensorView& k, const TensorView& v,
                const TensorView& out, const TensorView& lse, float scale, const MaskOptions& m) {
-  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
-  const int64_t Sk = k.shape[2];
+  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Sk = k.shape[2];
   const detail::SdpaRow& row = detail::sdpa_row(run);
   // Each pair splits by its own kernels' tilings.
   const auto choose = [&](const auto& pair) {
-    return detail::choose_gpu_kernel(pair.prefill.name, pair.decode.name, B, H, Sq, Sk, D);
+    return detail::choose_gpu_kernel(pair.prefill.name, pair.decode.name, Sq);
   };
   // The buffers outlive `call`, whose destructor releases their device memory.
   detail::HalideView hq(q), hk(k), hv(v), hout(out);
