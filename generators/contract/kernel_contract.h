@@ -88,7 +88,7 @@ enum class GpuApi { CUDA, OpenCL };
 // A block computes one key split of one query tile, each thread a register tile: Q·Kᵀ
 // score_queries × score_keys scores over d in steps of 4 features (a 4-wide load of q or k per
 // row), P·V pv_queries × pv_features outputs over the split's keys (the weights of 4 queries per
-// load; v's features a feature_threads apart, so a warp's loads of v are coalesced). Every split
+// load; a thread's features adjacent, v read from global memory). Every split
 // holds exactly split_keys keys (the runtime passes that key_split), so the tiles have constant
 // shapes.
 struct GpuTiling {

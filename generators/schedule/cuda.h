@@ -10,7 +10,8 @@
 //   - softmax statistics: a thread per query; weights: the same tiles as the scores.
 //   - P·V: each thread accumulates pv_queries × pv_features outputs in registers over the split's
 //     keys, in passes of feature_threads × pv_features features; the weights of 4 queries per
-//     shared load, v from global memory (coalesced: a thread's features are feature_threads apart).
+//     shared load, v from global memory. A thread's features are adjacent: its accumulators must
+//     be a compact region to stay in registers.
 //   Splits a masked tile cannot see have empty key loops.
 // - Combine: one thread per (value feature, query) merges the splits by logsumexp weights in
 //   registers (split-KV / flash-decoding for every Sq), and one thread per query its logsumexp.
