@@ -1,4 +1,5 @@
-// Generator for fp32 scaled dot-product attention: out [B,H,Sq,Dv] and logsumexp [B,H,Sq].
+// Generator for scaled dot-product attention: out [B,H,Sq,Dv] and logsumexp [B,H,Sq], fp32 math
+// over fp32 q and fp32 or half-precision k and v (GeneratorParam kv_type).
 //
 // GeneratorParam query_tiling picks the CPU schedule: "prefill" (48-query tiles, register blocks
 // across queries) or "decode" (stages along keys and features, for one or two queries). The runtime
@@ -26,15 +27,26 @@ Func clamp_positions(const Input& in) {
 }
 
 // v extended with zeros past its last feature (dim 0), so blocks may round Dv up.
-Func zero_pad_features(const GeneratorInput<Buffer<float, 4>>& in) {
+Func zero_pad_features(const GeneratorInput<Buffer<>>& in) {
   Region bounds(4);
   bounds[0] = Range(in.dim(0).min(), in.dim(0).extent());
-  return BoundaryConditions::constant_exterior(in, 0.0f, bounds);
+  return BoundaryConditions::constant_exterior(in, cast(in.type(), 0), bounds);
+}
+
+// `f` read as float32: a half-precision operand is widened where it is loaded (F16C / NEON
+// conversions, a shift for bfloat16), so every product and sum stays fp32. A float32 `f` is
+// returned as it is, which keeps the fp32 kernels' code unchanged.
+Func widened(const Func& f, const std::string& name) {
+  if (f.type() == Float(32)) return f;
+  Func wide(name);
+  wide(_) = cast<float>(f(_));
+  return wide;
 }
 
 // The parts every SDPA generator shares: the tiling parameters, q/k/v/scale in, out/logsumexp out.
-// Derived generators add their own inputs (declared after these, so they follow q, k, v, scale in
-// the generated function's arguments) and call build().
+// Derived generators add their own inputs in configure(), after add_operands() (so they follow
+// q, k, v, scale in the generated function's arguments) and before add_key_split(), and call
+// build().
 template <typename Self>
 class SdpaGeneratorBase : public Generator<Self> {
  public:
@@ -51,18 +63,34 @@ class SdpaGeneratorBase : public Generator<Self> {
   // score_queries, score_keys, pv_rows, ... (kernel_contract.h): the schedule's tiling choices.
   TilingParams tiling;
 
-  GeneratorInput<Buffer<float, 4>> q{"q"};  // (d, i, h, b)
-  GeneratorInput<Buffer<float, 4>> k{"k"};  // (d, j, kv_head, b)
-  GeneratorInput<Buffer<float, 4>> v{"v"};  // (c, j, kv_head, b)
-  GeneratorInput<float> scale{"scale"};
+  // Element type of k and v: float32, or float16 / bfloat16 for a half-precision KV cache read
+  // as it is stored (decode reads nothing else, so half storage halves its time). q, out,
+  // logsumexp and all arithmetic stay fp32.
+  GeneratorParam<Type> kv_type{"kv_type", Float(32)};
 
-  // Every kernel also takes key_split (int32, after every other input): keys per split, in which
-  // the kernel walks the keys (see algorithm/sdpa.h); the runtime picks it from the shape. Decode:
-  // each split is a parallel work item (a multiple of 64). Prefill: a query tile's splits run one
-  // after another, so its score buffers stay in cache.
-  void configure() { key_split_ = this->template add_input<int32_t>("key_split"); }
+  void configure() {
+    add_operands();
+    add_key_split();
+  }
 
  protected:
+  // Inputs q (d, i, h, b), k (d, j, kv_head, b), v (c, j, kv_head, b) and scale, first in every
+  // kernel's arguments. Added in configure() because k and v take their type from kv_type.
+  void add_operands() {
+    q_ = this->template add_input<Buffer<>>("q", Float(32), 4);
+    k_ = this->template add_input<Buffer<>>("k", kv_type, 4);
+    v_ = this->template add_input<Buffer<>>("v", kv_type, 4);
+    scale_ = this->template add_input<float>("scale");
+  }
+
+  // key_split (int32, after every other input): keys per split, in which the kernel walks the
+  // keys (see algorithm/sdpa.h); the runtime picks it from the shape. Decode: each split is a
+  // parallel work item (a multiple of 64). Prefill: a query tile's splits run one after another,
+  // so its score buffers stay in cache.
+  void add_key_split() { key_split_ = this->template add_input<int32_t>("key_split"); }
+
+  GeneratorInput<Buffer<>>*q_ = nullptr, *k_ = nullptr, *v_ = nullptr;
+  GeneratorInput<float>* scale_ = nullptr;
   GeneratorInput<int32_t>* key_split_ = nullptr;
   SdpaFuncs funcs_;
   SdpaPlan plan_;
@@ -94,9 +122,10 @@ class SdpaGeneratorBase : public Generator<Self> {
   // The algorithm's Funcs (funcs_) without binding any output.
   void define(MaskInputs* mask, Expr values_finite,
               const std::function<void(SdpaInputs&)>& customize) {
+    const GeneratorInput<Buffer<>>&q = *q_, &k = *k_, &v = *v_;
     SdpaInputs in;
     in.q = clamp_positions(q);
-    in.k = clamp_positions(k);
+    in.k = widened(clamp_positions(k), "k_f32");
     // Prefill stages v per head, padded with zero features so P·V blocks never need a tail (GPU:
     // blocks of whole thread tiles); CPU decode reads v once and in place. Bounds inference ignores
     // the predicates that keep reductions inside [0, Sk) (the last split, masked key ranges), so
@@ -105,12 +134,12 @@ class SdpaGeneratorBase : public Generator<Self> {
       Func padded = zero_pad_features(v);
       Var c, j, h, b;
       in.v = Func("v_padded_clamped");
-      in.v(c, j, h, b) = padded(c, clamp(j, v.dim(1).min(), v.dim(1).max()), h, b);
+      in.v(c, j, h, b) = cast<float>(padded(c, clamp(j, v.dim(1).min(), v.dim(1).max()), h, b));
     } else {
-      in.v = clamp_positions(v);
+      in.v = widened(clamp_positions(v), "v_f32");
     }
     in.key_split = *key_split_;
-    in.scale = scale;
+    in.scale = *scale_;
     in.head_dim = q.dim(0).extent();
     in.value_dim = v.dim(0).extent();
     in.seq_k = k.dim(1).extent();
@@ -137,10 +166,11 @@ class SdpaGeneratorBase : public Generator<Self> {
                      GeneratorOutput<Buffer<float, 3>>& lse) {
     const int sq = prefill() ? 1024 : 1;
     const int sk = 1024, d = 64, heads = 8, batch = 1;
+    GeneratorInput<Buffer<>>&q = *q_, &k = *k_, &v = *v_;
     q.set_estimates({{0, d}, {0, sq}, {0, heads}, {0, batch}});
     k.set_estimates({{0, d}, {0, sk}, {0, heads}, {0, batch}});
     v.set_estimates({{0, d}, {0, sk}, {0, heads}, {0, batch}});
-    scale.set_estimate(0.125f);
+    scale_->set_estimate(0.125f);
     key_split_->set_estimate(512);
     out.set_estimates({{0, d}, {0, sq}, {0, heads}, {0, batch}});
     lse.set_estimates({{0, sq}, {0, heads}, {0, batch}});
@@ -214,9 +244,10 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
     schedule_attention();
   }
 
-  // Inputs in order: the mask arguments, the additive form's w_a, the weights' row_logsumexp,
-  // then key_split (which the base adds last); then the outputs.
+  // Inputs in order: q, k, v, scale, the mask arguments, the additive form's w_a, the weights'
+  // row_logsumexp, then key_split; then the outputs.
   void configure() {
+    add_operands();
     mask_args_.add_to(*this);
     if (score == ScoreForm::Additive) {
       score_weights_ = add_input<Buffer<float, 1>>("score_weights");
@@ -224,7 +255,7 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
     if (output == Produces::Weights) {
       row_logsumexp_ = add_input<Buffer<float, 3>>("row_logsumexp");  // (i, h, b)
     }
-    SdpaGeneratorBase::configure();
+    add_key_split();
     if (output == Produces::Weights) {
       weights_ = add_output<Buffer<float, 4>>("weights");  // (j, i, h, b)
     } else {
@@ -251,15 +282,22 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
 // logsumexp (log sum_j f) -inf. The runtime maps [B, S, D] tensors to one head.
 class KernelRegressionGenerator : public SdpaGeneratorBase<KernelRegressionGenerator> {
  public:
-  Input<int32_t> kernel{"kernel"};  // 0 Gaussian, 1 boxcar, 2 Epanechnikov
-  Input<bool> values_finite{"values_finite"};
   Output<Buffer<float, 4>> out{"out"};              // (c, i, h, b)
   Output<Buffer<float, 3>> logsumexp{"logsumexp"};  // (i, h, b): log sum_j f(q_i, k_j)
 
+  // Inputs q, k, v, scale, kernel (int32: 0 Gaussian, 1 boxcar, 2 Epanechnikov), values_finite,
+  // key_split.
+  void configure() {
+    add_operands();
+    kernel_ = add_input<int32_t>("kernel");
+    values_finite_ = add_input<bool>("values_finite");
+    add_key_split();
+  }
+
   void generate() {
-    Expr inverse_bandwidth_squared = scale;
-    Expr kind = kernel;
-    build(out, logsumexp, nullptr, values_finite, [=](SdpaInputs& in) {
+    Expr inverse_bandwidth_squared = *scale_;
+    Expr kind = *kernel_;
+    build(out, logsumexp, nullptr, *values_finite_, [=](SdpaInputs& in) {
       in.scale = 1.0f;
       in.score_term = [](const Expr& q_d, const Expr& k_d, const Expr&) {
         return (q_d - k_d) * (q_d - k_d);
@@ -279,6 +317,10 @@ class KernelRegressionGenerator : public SdpaGeneratorBase<KernelRegressionGener
     });
   }
   void schedule() { schedule_attention(); }
+
+ private:
+  GeneratorInput<int32_t>* kernel_ = nullptr;
+  GeneratorInput<bool>* values_finite_ = nullptr;
 };
 
 }  // namespace

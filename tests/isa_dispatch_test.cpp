@@ -78,6 +78,28 @@ TEST(IsaDispatch, Sse41BaselineMatchesReference) {
   expect_variant_matches_reference(without_feature<halide_target_feature_avx>);
 }
 
+// The half conversions without F16C (SSE4.1: Halide's software rounding) and with it.
+void expect_variant_converts_like_reference(halide_can_use_target_features_t hook) {
+  const ScopedDispatchHook scoped(hook);
+  const int before = dispatch_queries.load();
+  expect_conversions_match_reference(seed_for_current_test());
+  if (dispatch_queries.load() == before) {
+    GTEST_SKIP() << "the conversion kernels were already dispatched in this process; run this "
+                    "test alone";
+  }
+}
+
+TEST(IsaDispatch, Sse41ConversionsMatchReference) {
+  expect_variant_converts_like_reference(without_feature<halide_target_feature_avx>);
+}
+
+TEST(IsaDispatch, Avx2ConversionsMatchReference) {
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) {
+    GTEST_SKIP() << "this CPU has no AVX2+F16C";
+  }
+  expect_variant_converts_like_reference(without_feature<halide_target_feature_avx512>);
+}
+
 TEST(IsaDispatch, Avx2VariantMatchesReference) {
   if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
     GTEST_SKIP() << "this CPU has no AVX2+FMA";

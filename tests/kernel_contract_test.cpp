@@ -33,7 +33,12 @@ TEST(KernelContract, EverySlotHoldsAKernelBuiltForItsRole) {
     ASSERT_NE(build, nullptr) << "no kernel of that name in the build";
     const std::string generator = build->generator;
     const bool masked_role = slot.role.rfind("masked", 0) == 0;
-    if (slot.family == "sdpa") {
+    // The half-KV families read k and v as float16 / bfloat16; every other kernel takes fp32.
+    const std::string kv_type = slot.family == "sdpa_f16kv"    ? "float16"
+                                : slot.family == "sdpa_bf16kv" ? "bfloat16"
+                                                               : "";
+    EXPECT_EQ(build_param(*build, "kv_type"), kv_type);
+    if (slot.family == "sdpa" || !kv_type.empty()) {
       EXPECT_EQ(generator, masked_role ? "masked_sdpa" : "sdpa");
     } else if (slot.family == "additive") {
       EXPECT_EQ(generator, "masked_sdpa");

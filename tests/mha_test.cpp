@@ -119,6 +119,48 @@ struct MhaTensors {
   Tensor x_q, x_kv, out, in_proj, in_bias, wq, wk, wv, bq, bk, bv, wo, bo;
 };
 
+// multi_head_attention on t's tensors in `dtype`: as they are for Float32, else as half copies
+// (inputs rounded in place first, so the reference reads what the call read; out written back).
+attention::Status call_in_dtype(MhaTensors& t, const MhaCase& c, attention::MhaOptions options,
+                                std::optional<MaskTensors>& masks, attention::DType dtype) {
+  if (dtype == attention::DType::Float32) {
+    return attention::multi_head_attention(t.x_q.view(), t.kv_input(c), t.weights(c), t.out.view(),
+                                           options);
+  }
+  for (Tensor* input : {&t.x_q, &t.x_kv, &t.in_proj, &t.in_bias, &t.wq, &t.wk, &t.wv, &t.bq, &t.bk,
+                        &t.bv, &t.wo, &t.bo}) {
+    for (float& x : input->storage()) x = round_to(dtype, x);
+  }
+  attention::MhaWeights w = t.weights(c);
+  std::vector<HalfCopy> copies;
+  copies.reserve(16);
+  const auto half = [&](TensorView& view) {
+    if (view.data == nullptr) return;
+    view = copies.emplace_back(view, dtype).view();
+  };
+  for (TensorView* view :
+       {&w.in_proj_weight, &w.in_proj_bias, &w.q_proj_weight, &w.k_proj_weight, &w.v_proj_weight,
+        &w.q_bias, &w.k_bias, &w.v_bias, &w.out_proj_weight, &w.out_proj_bias}) {
+    half(*view);
+  }
+  if (masks) {
+    for (float& x : masks->additive_mask) x = round_to(dtype, x);
+    half(options.mask.additive_mask);
+  }
+  TensorView x_q = t.x_q.view(), x_kv = t.x_kv.view();
+  half(x_q);
+  if (c.self) {
+    x_kv = x_q;
+  } else {
+    half(x_kv);
+  }
+  HalfCopy& out = copies.emplace_back(t.out.view(), dtype);
+  const attention::Status status =
+      attention::multi_head_attention(x_q, x_kv, w, out.view(), options);
+  out.write_back();
+  return status;
+}
+
 void expect_matches_reference(const MhaCase& c, const MaskSpec* spec, uint64_t seed) {
   SCOPED_TRACE(describe(c) + (spec ? " mask " + describe(*spec) : "") + " " + seed_note(seed));
   if (skip_unless_backend_available()) return;
@@ -133,14 +175,18 @@ void expect_matches_reference(const MhaCase& c, const MaskSpec* spec, uint64_t s
     options.mask = masks->options;
   }
   t.out.poison();
-  const attention::Status status = attention::multi_head_attention(
-      t.x_q.view(), t.kv_input(c), t.weights(c), t.out.view(), options);
+  const attention::DType dtype = test_dtype();
+  const attention::Status status = call_in_dtype(t, c, options, masks, dtype);
   ASSERT_TRUE(status.ok()) << status.message();
   std::vector<double> expected;
   reference_mha(t.x_q.view(), t.kv_input(c), t.reference_weights(c), c.H, c.Hkv,
                 1.0 / std::sqrt(double(c.E / c.H)), spec ? &options.mask : nullptr, &expected,
                 nullptr);
-  EXPECT_TRUE(matches_reference(t.out.to_dense(), expected, t.out.shape()));
+  if (dtype == attention::DType::Float32) {
+    EXPECT_TRUE(matches_reference(t.out.to_dense(), expected, t.out.shape()));
+  } else {
+    EXPECT_TRUE(matches_half_reference(t.out.to_dense(), expected, t.out.shape(), dtype));
+  }
   EXPECT_TRUE(t.out.outside_view_holds(std::numeric_limits<float>::quiet_NaN()));
 }
 

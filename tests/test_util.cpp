@@ -246,6 +246,139 @@ std::string seed_note(uint64_t seed) {
   return result;
 }
 
+uint16_t to_half_bits(float value, attention::DType dtype) {
+  uint32_t x;
+  std::memcpy(&x, &value, sizeof x);
+  const uint32_t abs = x & 0x7fffffffu;
+  if (dtype == attention::DType::BFloat16) {
+    if (abs > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);  // quiet NaN
+    return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);      // carries to inf
+  }
+  const auto sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  if (abs > 0x7f800000u) return sign | 0x7e00u | ((abs >> 13) & 0x3ffu);
+  if (abs >= 0x477ff000u) return sign | 0x7c00u;  // >= 65520 (65504 + half an ulp, a tie to odd)
+  if (abs < 0x38800000u) {
+    // Below 2^-14: a subnormal in units of 2^-24 (the scaling is exact; nearbyint ties to even).
+    return sign | static_cast<uint16_t>(std::nearbyint(std::fabs(value) * 16777216.0f));
+  }
+  uint32_t half = ((abs >> 23) - 112) << 10 | ((abs >> 13) & 0x3ffu);
+  const uint32_t rest = abs & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1u))) ++half;  // a carry bumps the exponent
+  return sign | static_cast<uint16_t>(half);
+}
+
+float from_half_bits(uint16_t bits, attention::DType dtype) {
+  uint32_t x;
+  if (dtype == attention::DType::BFloat16) {
+    x = static_cast<uint32_t>(bits) << 16;
+  } else {
+    const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+    const uint32_t exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
+    if (exponent == 0) {
+      const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+      return sign ? -magnitude : magnitude;
+    }
+    x = exponent == 31 ? sign | 0x7f800000u | mantissa << 13 | (mantissa ? 0x400000u : 0u)
+                       : sign | (exponent + 112) << 23 | mantissa << 13;
+  }
+  float value;
+  std::memcpy(&value, &x, sizeof value);
+  return value;
+}
+
+attention::DType test_dtype() {
+  const char* name = std::getenv("ATTENTION_TEST_DTYPE");
+  if (name == nullptr || std::string(name) == "f32") return attention::DType::Float32;
+  if (std::string(name) == "f16") return attention::DType::Float16;
+  if (std::string(name) == "bf16") return attention::DType::BFloat16;
+  ADD_FAILURE() << "ATTENTION_TEST_DTYPE=" << name << ": expected f32, f16 or bf16";
+  return attention::DType::Float32;
+}
+
+HalfCopy::HalfCopy(const attention::TensorView& source, attention::DType dtype)
+    : source_(source), dtype_(dtype) {
+  int64_t hi = 0;
+  for (int d = 0; d < source.rank; ++d) {
+    const int64_t reach = (source.shape[d] - 1) * source.strides[d];
+    (reach < 0 ? lo_ : hi) += source.shape[d] > 0 ? reach : 0;
+  }
+  const auto size = static_cast<size_t>(source.numel() > 0 ? hi - lo_ + 1 : 1);
+  bits_.resize(size);
+  rounded_.resize(size);
+  const auto* from = static_cast<const float*>(source.data) + lo_;
+  for (size_t i = 0; i < size && source.numel() > 0; ++i) {
+    bits_[i] = to_half_bits(from[i], dtype);
+    rounded_[i] = from_half_bits(bits_[i], dtype);
+  }
+}
+
+attention::TensorView HalfCopy::view() {
+  attention::TensorView t = source_;
+  t.data = bits_.data() - lo_;
+  t.dtype = dtype_;
+  return t;
+}
+
+attention::TensorView HalfCopy::rounded() {
+  attention::TensorView t = source_;
+  t.data = rounded_.data() - lo_;
+  return t;
+}
+
+void HalfCopy::write_back() {
+  if (source_.numel() == 0) return;
+  const uint16_t poison = to_half_bits(kNaN, dtype_);
+  auto* to = static_cast<float*>(source_.data) + lo_;
+  for (size_t i = 0; i < bits_.size(); ++i) {
+    to[i] = bits_[i] == poison ? kNaN : from_half_bits(bits_[i], dtype_);
+  }
+}
+
+::testing::AssertionResult matches_half_reference(const std::vector<float>& actual,
+                                                  const std::vector<double>& expected,
+                                                  const std::vector<int64_t>& shape,
+                                                  attention::DType dtype) {
+  if (actual.size() != expected.size()) {
+    return ::testing::AssertionFailure()
+           << actual.size() << " elements, reference has " << expected.size();
+  }
+  double max_abs_reference = 0.0, max_error = 0.0, rounding_error = 0.0;
+  size_t worst = 0, first_bad = 0;
+  int64_t bad = 0;
+  for (size_t i = 0; i < actual.size(); ++i) {
+    const double got = actual[i], want = expected[i];
+    // Non-finite values must match exactly (as in matches_reference); a zero reference (a fully
+    // masked row) must be an exact zero.
+    const bool exact = !std::isfinite(want) || !std::isfinite(got) || want == 0.0;
+    if (exact) {
+      const bool same = std::isnan(want) ? std::isnan(got) : got == want;
+      if (!same && bad++ == 0) first_bad = i;
+      continue;
+    }
+    max_abs_reference = std::max(max_abs_reference, std::abs(want));
+    rounding_error =
+        std::max(rounding_error, std::abs(round_to(dtype, static_cast<float>(want)) - want));
+    const double error = std::abs(got - want);
+    if (error > max_error) max_error = error, worst = i;
+  }
+  const double limit = 2.0 * rounding_error + 1e-5 * std::max(1.0, max_abs_reference);
+  const bool ok = bad == 0 && max_error <= limit;
+  ::testing::AssertionResult result =
+      ok ? ::testing::AssertionSuccess() : ::testing::AssertionFailure();
+  result << std::setprecision(9) << "max abs error " << max_error << " (limit " << limit
+         << " = 2 x rounding error " << rounding_error << " + floor)";
+  if (!actual.empty()) {
+    result << " at " << format_index(worst, shape) << ": got " << actual[worst] << ", reference "
+           << expected[worst];
+  }
+  result << "; " << bad << " non-finite or zero-reference mismatches";
+  if (bad > 0) {
+    result << ", the first at " << format_index(first_bad, shape) << ": got " << actual[first_bad]
+           << ", reference " << expected[first_bad];
+  }
+  return result;
+}
+
 SdpaCase& SdpaCase::layout(Layout all) { return layouts(all, all, all, all); }
 
 SdpaCase& SdpaCase::layouts(Layout q, Layout k, Layout v, Layout out) {
@@ -339,10 +472,60 @@ bool skip_unless_backend_available() {
   return true;
 }
 
+namespace {
+
+void check_logsumexp(const SdpaCase& c, const Tensor& lse, const std::vector<double>& reference) {
+  if (!c.logsumexp) return;
+  EXPECT_TRUE(matches_reference(lse.to_dense(), reference, lse.shape(), Domain::Log))
+      << "in logsumexp";
+  EXPECT_TRUE(lse.outside_view_holds(kNaN)) << "in logsumexp's padding";
+}
+
+// run_and_compare in a half type: q, k, v, out and the additive mask converted (at their own
+// strides), logsumexp fp32; the reference reads the rounded inputs, and the output meets the half
+// rule (its storage rounding) while logsumexp, computed in fp32 from the same inputs, meets fp32's.
+void run_and_compare_half(const SdpaCase& c, const attention::TensorView& q,
+                          const attention::TensorView& k, const attention::TensorView& v,
+                          Tensor& out, Tensor& lse, const attention::MaskOptions& mask,
+                          attention::DType dtype) {
+  out.poison();
+  lse.poison();
+  HalfCopy hq(q, dtype), hk(k, dtype), hv(v, dtype), hout(out.view(), dtype);
+  std::optional<HalfCopy> additive;
+  attention::MaskOptions half_mask = mask, rounded_mask = mask;
+  if (mask.additive_mask.data != nullptr) {
+    additive.emplace(mask.additive_mask, dtype);
+    half_mask.additive_mask = additive->view();
+    rounded_mask.additive_mask = additive->rounded();
+  }
+  attention::SdpaOptions options;
+  options.backend = test_backend();
+  options.scale = c.scale;
+  options.mask = half_mask;
+  if (c.logsumexp) options.logsumexp = lse.view();
+  const attention::Status status = attention::scaled_dot_product_attention(
+      hq.view(), hk.view(), hv.view(), hout.view(), options);
+  ASSERT_TRUE(status.ok()) << status.message();
+  hout.write_back();
+
+  std::vector<double> reference_out, reference_lse;
+  reference_sdpa(hq.rounded(), hk.rounded(), hv.rounded(), c.effective_scale(), &reference_out,
+                 c.logsumexp ? &reference_lse : nullptr, mask.empty() ? nullptr : &rounded_mask);
+  EXPECT_TRUE(matches_half_reference(out.to_dense(), reference_out, out.shape(), dtype))
+      << "in out (" << (dtype == attention::DType::Float16 ? "Float16" : "BFloat16") << ")";
+  EXPECT_TRUE(out.outside_view_holds(kNaN)) << "in out's padding";
+  check_logsumexp(c, lse, reference_lse);
+}
+
+}  // namespace
+
 void run_and_compare(const SdpaCase& c, const attention::TensorView& q,
                      const attention::TensorView& k, const attention::TensorView& v, Tensor& out,
                      Tensor& lse, const attention::MaskOptions& mask) {
   if (skip_unless_backend_available()) return;
+  const attention::DType dtype = test_dtype();
+  if (dtype != attention::DType::Float32)
+    return run_and_compare_half(c, q, k, v, out, lse, mask, dtype);
   out.poison();
   lse.poison();
   attention::SdpaOptions options;
@@ -359,10 +542,7 @@ void run_and_compare(const SdpaCase& c, const attention::TensorView& q,
                  c.logsumexp ? &reference_lse : nullptr, mask.empty() ? nullptr : &mask);
   EXPECT_TRUE(matches_reference(out.to_dense(), reference_out, out.shape())) << "in out";
   EXPECT_TRUE(out.outside_view_holds(kNaN)) << "in out's padding";
-  if (!c.logsumexp) return;
-  EXPECT_TRUE(matches_reference(lse.to_dense(), reference_lse, lse.shape(), Domain::Log))
-      << "in logsumexp";
-  EXPECT_TRUE(lse.outside_view_holds(kNaN)) << "in logsumexp's padding";
+  check_logsumexp(c, lse, reference_lse);
 }
 
 void expect_sdpa_matches_reference(const SdpaCase& c, uint64_t seed) {

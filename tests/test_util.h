@@ -113,6 +113,53 @@ enum class Domain { Linear, Log };
                                              const std::vector<int64_t>& shape,
                                              Domain domain = Domain::Linear);
 
+// Half precision (Float16, BFloat16): reference conversions, round to nearest even (beyond
+// Float16's range ±inf; NaN stays a quiet NaN of the same sign).
+uint16_t to_half_bits(float value, attention::DType dtype);
+float from_half_bits(uint16_t bits, attention::DType dtype);
+inline float round_to(attention::DType dtype, float value) {
+  return dtype == attention::DType::Float32 ? value
+                                            : from_half_bits(to_half_bits(value, dtype), dtype);
+}
+
+// The conversion kernels (attention::convert_dtype's) against the reference conversions: every
+// half value widened; special, boundary and random values rounded (half_precision_test.cpp).
+void expect_conversions_match_reference(uint64_t seed);
+
+// The storage type the SDPA suites run in: ATTENTION_TEST_DTYPE = f32 (the default), f16 or bf16
+// (q, k, v, out and the additive mask in that type). CTest registers the SDPA suites once more for
+// each half type (tests/CMakeLists).
+attention::DType test_dtype();
+
+// A copy of an fp32 view (any strides) in a half type, at the same strides: every element of the
+// view's memory span converted, padding included.
+class HalfCopy {
+ public:
+  HalfCopy(const attention::TensorView& source, attention::DType dtype);
+  attention::TensorView view();     // the half tensor
+  attention::TensorView rounded();  // the rounded values as fp32, at the source's strides
+  // Copies the half span back into the source's memory: an element still holding the bits of the
+  // half NaN a poisoned (quiet NaN) source converted to becomes that quiet NaN again, bit for bit,
+  // so the source's outside_view_holds still sees any write outside the view.
+  void write_back();
+
+ private:
+  attention::TensorView source_;
+  attention::DType dtype_;
+  int64_t lo_ = 0;  // the span's first element, relative to source_.data
+  std::vector<uint16_t> bits_;
+  std::vector<float> rounded_;
+};
+
+// The accuracy rule for a half-precision output (FlashAttention's): max |actual - expected| is at
+// most 2x the error of `expected` rounded to `dtype` (the naive loops' storage rounding) plus an
+// absolute floor of 1e-5 · max(1, max|expected|); a zero reference (a fully masked row) must come
+// out as exact zero; non-finite values as in matches_reference.
+::testing::AssertionResult matches_half_reference(const std::vector<float>& actual,
+                                                  const std::vector<double>& expected,
+                                                  const std::vector<int64_t>& shape,
+                                                  attention::DType dtype);
+
 // One scaled_dot_product_attention problem.
 struct SdpaCase {
   int64_t B = 1, H = 1, Hkv = 1, Sq = 1, Sk = 1, D = 1, Dv = 1;

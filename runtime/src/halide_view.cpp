@@ -43,9 +43,11 @@ HalideView::HalideView(const TensorView& t) {
         halide_dimension_t(0, static_cast<int32_t>(t.shape[d]), static_cast<int32_t>(t.strides[d]));
   }
   buffer_.host = static_cast<uint8_t*>(t.data);
-  buffer_.type = t.dtype == DType::Bool    ? halide_type_t(halide_type_uint, 8)
-                 : t.dtype == DType::Int32 ? halide_type_t(halide_type_int, 32)
-                                           : halide_type_t(halide_type_float, 32);
+  buffer_.type = t.dtype == DType::Bool       ? halide_type_t(halide_type_uint, 8)
+                 : t.dtype == DType::Int32    ? halide_type_t(halide_type_int, 32)
+                 : t.dtype == DType::Float16  ? halide_type_t(halide_type_float, 16)
+                 : t.dtype == DType::BFloat16 ? halide_type_t(halide_type_bfloat, 16)
+                                              : halide_type_t(halide_type_float, 32);
   buffer_.dimensions = t.rank;
   buffer_.dim = dims_;
 }

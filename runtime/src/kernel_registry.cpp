@@ -271,8 +271,11 @@ std::vector<KernelLibraryInfo> kernel_libraries() {
   return result;
 }
 
-std::string sdpa_kernel_name(int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, bool masked) {
-  return detail::cpu_sdpa_kernel(masked, B, H, Sq, Sk, D);
+std::string sdpa_kernel_name(int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, bool masked,
+                             DType kv) {
+  detail::KernelChoice choice;
+  const char* half = detail::half_kv_decode_kernel(kv, kv, masked, B, H, Sq, Sk, &choice);
+  return half != nullptr ? half : detail::cpu_sdpa_kernel(masked, B, H, Sq, Sk, D);
 }
 
 std::string mha_kernel_name(bool masked) {

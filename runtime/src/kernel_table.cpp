@@ -10,6 +10,10 @@
 
 #include "kernel_choice.h"
 #include "kernel_slots.h"
+#include "sdpa_bf16kv_decode.h"
+#include "sdpa_bf16kv_masked_decode.h"
+#include "sdpa_f16kv_decode.h"
+#include "sdpa_f16kv_masked_decode.h"
 #if ATTENTION_GPU
 #include "mha_f32_cuda.h"
 #include "mha_f32_masked_cuda.h"
@@ -47,6 +51,10 @@ const SdpaRow kSdpaOpenCl{
 const MhaRow kMhaCuda{ATTENTION_SLOT(mha_f32_cuda), ATTENTION_SLOT(mha_f32_masked_cuda)};
 const MhaRow kMhaOpenCl{ATTENTION_SLOT(mha_f32_opencl), ATTENTION_SLOT(mha_f32_masked_opencl)};
 #endif
+const HalfKvDecodeRow kF16KvDecode{ATTENTION_SLOT(sdpa_f16kv_decode),
+                                   ATTENTION_SLOT(sdpa_f16kv_masked_decode)};
+const HalfKvDecodeRow kBf16KvDecode{ATTENTION_SLOT(sdpa_bf16kv_decode),
+                                    ATTENTION_SLOT(sdpa_bf16kv_masked_decode)};
 const TilingPair<decltype(&additive_f32_prefill)> kAdditive{ATTENTION_SLOT(additive_f32_prefill),
                                                             ATTENTION_SLOT(additive_f32_decode)};
 const TilingPair<decltype(&nadaraya_watson_f32_prefill)> kNadarayaWatson{
@@ -183,6 +191,21 @@ const MhaRow& mha_row(Run run) {
 
 const TilingPair<decltype(&additive_f32_prefill)>& additive_row() { return kAdditive; }
 
+const HalfKvDecodeRow* half_kv_decode_row(DType kv) {
+  return kv == DType::Float16 ? &kF16KvDecode : kv == DType::BFloat16 ? &kBf16KvDecode : nullptr;
+}
+
+const char* half_kv_decode_kernel(DType kv, DType v, bool masked, int64_t B, int64_t H, int64_t Sq,
+                                  int64_t Sk, KernelChoice* choice) {
+  const HalfKvDecodeRow* row = half_kv_decode_row(kv);
+  if (row == nullptr || v != kv || Sk == 0) return nullptr;
+  const SdpaRow& fp32 = cpu_rows().sdpa;
+  const char* prefill = masked ? fp32.masked.prefill.name : fp32.plain.prefill.name;
+  const char* decode = masked ? row->masked.name : row->plain.name;
+  *choice = choose_kernel(prefill, decode, B, H, Sq, Sk);
+  return choice->prefill ? nullptr : decode;
+}
+
 const KernelSlot<decltype(&sdpa_f32_prefill)>* tuned_sdpa(std::string_view bucket) {
   return find_tuned(kTunedPlain, bucket);
 }
@@ -281,6 +304,11 @@ std::vector<KernelSlotInfo> kernel_slots() {
     const MhaRow& mha = run == Run::CPU ? kBuiltinCpu.mha : mha_row(run);
     slots.push_back({"mha", backend, "plain", mha.plain.name});
     slots.push_back({"mha", backend, "masked", mha.masked.name});
+  }
+  for (const auto& [family, row] :
+       {std::pair{"sdpa_f16kv", &kF16KvDecode}, {"sdpa_bf16kv", &kBf16KvDecode}}) {
+    slots.push_back({family, "cpu", "decode", row->plain.name});
+    slots.push_back({family, "cpu", "masked_decode", row->masked.name});
   }
   slots.push_back({"additive", "cpu", "masked_prefill", kAdditive.prefill.name});
   slots.push_back({"additive", "cpu", "masked_decode", kAdditive.decode.name});

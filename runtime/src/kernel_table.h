@@ -11,6 +11,7 @@
 
 #include "additive_f32_decode.h"
 #include "additive_f32_prefill.h"
+#include "generated_kernels.h"
 #include "gpu.h"
 #include "kernel_choice.h"
 #include "kernel_contract.h"
@@ -22,7 +23,6 @@
 #include "sdpa_f32_masked_decode.h"
 #include "sdpa_f32_masked_prefill.h"
 #include "sdpa_f32_prefill.h"
-#include "generated_kernels.h"
 
 namespace attention::detail {
 
@@ -46,6 +46,21 @@ struct SdpaRow {
   TilingPair<decltype(&sdpa_f32_prefill)> plain;
   TilingPair<decltype(&sdpa_f32_masked_prefill)> masked;
 };
+
+// The decode kernels that read a half-precision KV cache as stored (GeneratorParam kv_type), with
+// fp32 q and out; scaled_dot_product_attention takes them when the fp32 kernels' rule picks
+// decode for the call.
+struct HalfKvDecodeRow {
+  KernelSlot<decltype(&sdpa_f32_decode)> plain;
+  KernelSlot<decltype(&sdpa_f32_masked_decode)> masked;
+};
+// The row for k and v of `kv`; nullptr unless it is Float16 or BFloat16.
+const HalfKvDecodeRow* half_kv_decode_row(DType kv);
+// The half-KV decode kernel a CPU call with k of `kv` and v of `v` runs (the fp32 kernels' rule,
+// with it as the decode side), its split in *choice; nullptr when the call widens k and v instead
+// (prefill, mixed or fp32 k and v, Sk = 0).
+const char* half_kv_decode_kernel(DType kv, DType v, bool masked, int64_t B, int64_t H, int64_t Sq,
+                                  int64_t Sk, KernelChoice* choice);
 
 // multi_head_attention's whole block (always the prefill tiling).
 struct MhaRow {
@@ -109,15 +124,13 @@ CpuPick<Fn> pick_cpu_kernel(const TilingPair<Fn>& pair, const KernelSlot<Fn>* tu
 }
 inline CpuPick<decltype(&sdpa_f32_prefill)> pick_sdpa(const CpuRows& rows, int64_t B, int64_t H,
                                                       int64_t Sq, int64_t Sk, int64_t D) {
-  const auto* tuned = rows.builtin_plain
-                          ? tuned_sdpa(attention_contract::shape_bucket(Sq, Sk, D, false))
-                          : nullptr;
+  const auto* tuned =
+      rows.builtin_plain ? tuned_sdpa(attention_contract::shape_bucket(Sq, Sk, D, false)) : nullptr;
   return pick_cpu_kernel(rows.sdpa.plain, tuned, B, H, Sq, Sk);
 }
-inline CpuPick<decltype(&sdpa_f32_masked_prefill)> pick_masked_sdpa(const CpuRows& rows,
-                                                                    int64_t B, int64_t H,
-                                                                    int64_t Sq, int64_t Sk,
-                                                                    int64_t D) {
+inline CpuPick<decltype(&sdpa_f32_masked_prefill)> pick_masked_sdpa(const CpuRows& rows, int64_t B,
+                                                                    int64_t H, int64_t Sq,
+                                                                    int64_t Sk, int64_t D) {
   const auto* tuned = rows.builtin_masked
                           ? tuned_masked_sdpa(attention_contract::shape_bucket(Sq, Sk, D, true))
                           : nullptr;

@@ -88,8 +88,8 @@ Status check_mask_tensor(const TensorView& t, const char* name, DType dtype, int
 
 }  // namespace
 
-Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_t Sk,
-                  Device device) {
+Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_t Sk, Device device,
+                  bool half_additive) {
   if (m.causal != Causal::None && m.causal != Causal::TopLeft && m.causal != Causal::BottomRight) {
     return Status::invalid("mask.causal: not a Causal value (None, TopLeft or BottomRight)");
   }
@@ -116,8 +116,11 @@ Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_
   ATTENTION_RETURN_IF_ERROR(check_lengths(m.query_lengths, "mask.query_lengths", B, "Sq", Sq));
   ATTENTION_RETURN_IF_ERROR(
       check_mask_tensor(m.bool_mask, "mask.bool_mask", DType::Bool, B, H, Sq, Sk, device));
-  ATTENTION_RETURN_IF_ERROR(check_mask_tensor(m.additive_mask, "mask.additive_mask", DType::Float32,
-                                              B, H, Sq, Sk, device));
+  const DType additive = m.additive_mask.dtype;
+  const bool half_ok = half_additive && is_half(additive);
+  ATTENTION_RETURN_IF_ERROR(check_mask_tensor(m.additive_mask, "mask.additive_mask",
+                                              half_ok ? additive : DType::Float32, B, H, Sq, Sk,
+                                              device));
   if (given(m.alibi_slopes)) {
     if (!m.alibi) return Status::invalid("mask.alibi_slopes: given but mask.alibi is false");
     ATTENTION_RETURN_IF_ERROR(check_view(m.alibi_slopes, "mask.alibi_slopes", 1, "[H]"));

@@ -15,8 +15,9 @@ namespace attention::detail {
 // Every field of `m` against a call of B batches, H query heads, Sq queries and Sk keys; the error
 // names the field (mask.key_lengths[1] = 9 is outside [0, Sk=8]). The mask tensors must be on
 // `device` (the call's); lengths and slopes are read here, so they are host tensors in every call.
+// The additive mask is Float32, or also Float16/BFloat16 where the caller widens it (half_additive).
 Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_t Sk,
-                  Device device = Device::CPU);
+                  Device device = Device::CPU, bool half_additive = false);
 
 // Appends the mask's input views (for the checks that outputs overlap no input).
 void append_mask_views(const MaskOptions& m, std::vector<NamedView>& views);

@@ -4,12 +4,14 @@
 // on Q and K projected again by the linear kernel (an inspection path: two more products).
 #include <cfloat>
 #include <cmath>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "attention/attention.h"
 #include "attention_weights.h"
 #include "gpu.h"
+#include "half_precision.h"
 #include "halide_view.h"
 #include "kernel_choice.h"
 #include "kernel_table.h"
@@ -31,10 +33,10 @@ struct Projections {
   TensorView wq, wk, wv, bq, bk, bv;
 };
 
-// Rows [begin, begin + count) of a validated rank-1 or rank-2 view.
+// Rows [begin, begin + count) of a validated rank-1 or rank-2 view (of any element size).
 TensorView rows(const TensorView& t, int64_t begin, int64_t count) {
   TensorView view = t;
-  view.data = static_cast<float*>(t.data) + begin * t.strides[0];
+  view.data = static_cast<char*>(t.data) + begin * t.strides[0] * detail::dtype_size(t.dtype);
   view.shape[0] = count;
   return view;
 }
@@ -42,7 +44,7 @@ TensorView rows(const TensorView& t, int64_t begin, int64_t count) {
 Status check_matrix(const TensorView& w, const char* name, const char* layout, int64_t rows_,
                     const char* rows_name, int64_t cols, const char* cols_name, Device device) {
   ATTENTION_RETURN_IF_ERROR(
-      detail::check_view(w, name, 2, layout, DType::Float32, /*any_strides=*/true, device));
+      detail::check_float_view(w, name, 2, layout, device, /*any_strides=*/true));
   return detail::check_shape(w, name, {{rows_name, rows_}, {cols_name, cols}});
 }
 
@@ -50,8 +52,8 @@ Status check_bias(const TensorView& b, const char* name, int64_t n, const char* 
                   Device device) {
   if (!detail::given(b)) return Status::ok_status();
   // The GPU kernels read CUDA biases in place: contiguous (host ones are made dense first).
-  ATTENTION_RETURN_IF_ERROR(detail::check_view(b, name, 1, "[N]", DType::Float32,
-                                               /*any_strides=*/device == Device::CPU, device));
+  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(b, name, 1, "[N]", device,
+                                                     /*any_strides=*/device == Device::CPU));
   return detail::check_shape(b, name, {{n_name, n}});
 }
 
@@ -107,11 +109,9 @@ Status resolve_projections(const MhaWeights& w, const MhaShape& s, Device device
 Status check_mha_args(const TensorView& x_q, const TensorView& x_kv, const MhaWeights& w,
                       const TensorView& out, const MhaOptions& o, Device device, MhaShape* shape,
                       Projections* p) {
-  const DType f32 = DType::Float32;
-  ATTENTION_RETURN_IF_ERROR(detail::check_view(x_q, "x_q", 3, "[B, Sq, E]", f32, false, device));
-  ATTENTION_RETURN_IF_ERROR(
-      detail::check_view(x_kv, "x_kv", 3, "[B, Sk, Ekv]", f32, false, device));
-  ATTENTION_RETURN_IF_ERROR(detail::check_view(out, "out", 3, "[B, Sq, E]", f32, false, device));
+  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(x_q, "x_q", 3, "[B, Sq, E]", device));
+  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(x_kv, "x_kv", 3, "[B, Sk, Ekv]", device));
+  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(out, "out", 3, "[B, Sq, E]", device));
   MhaShape s{x_q.shape[0], x_q.shape[1], x_kv.shape[1], x_q.shape[2], x_kv.shape[2], 0, 0, 0};
   ATTENTION_RETURN_IF_ERROR(
       detail::check_shape(x_kv, "x_kv", {{"B", s.B}, {"Sk", -1}, {"Ekv", -1}}));
@@ -139,7 +139,8 @@ Status check_mha_args(const TensorView& x_q, const TensorView& x_kv, const MhaWe
   ATTENTION_RETURN_IF_ERROR(check_matrix(w.out_proj_weight, "weights.out_proj_weight", "[E, E]",
                                          s.E, "E", s.E, "E", device));
   ATTENTION_RETURN_IF_ERROR(check_bias(w.out_proj_bias, "weights.out_proj_bias", s.E, "E", device));
-  ATTENTION_RETURN_IF_ERROR(detail::check_mask(o.mask, s.B, s.H, s.Sq, s.Sk, device));
+  ATTENTION_RETURN_IF_ERROR(
+      detail::check_mask(o.mask, s.B, s.H, s.Sq, s.Sk, device, /*half_additive=*/true));
 
   std::vector<detail::NamedView> inputs = {{&x_q, "x_q"},
                                            {&x_kv, "x_kv"},
@@ -269,6 +270,48 @@ Status run_mha_gpu(detail::Run run, const TensorView& x_q, const TensorView& x_k
 }
 #endif
 
+// Whether a and b are the same tensor (self-attention passes x_q as x_kv).
+bool same_view(const TensorView& a, const TensorView& b) {
+  if (a.data != b.data || a.dtype != b.dtype || a.rank != b.rank) return false;
+  for (int d = 0; d < a.rank; ++d) {
+    if (a.shape[d] != b.shape[d] || a.strides[d] != b.strides[d]) return false;
+  }
+  return true;
+}
+
+// A call with a Float16 or BFloat16 tensor: every half input (x_q, x_kv, weights, biases, the
+// additive mask) widened exactly, the fp32 block, and out rounded once. attention_weights is fp32.
+Status run_mha_half(detail::Run run, const TensorView& x_q, const TensorView& x_kv,
+                    const MhaWeights& weights, const TensorView& out, const MhaOptions& options) {
+  if (run == detail::Run::CUDA) {
+    return Status::error(StatusCode::Unsupported,
+                         "x_q, x_kv, weights, out: Float16/BFloat16 Device::CUDA tensors are not "
+                         "supported yet; pass Float32 device tensors, or half host tensors "
+                         "(converted on the host)");
+  }
+  detail::Fp32Output result;
+  ATTENTION_RETURN_IF_ERROR(result.stage(out));
+  detail::Fp32Input wx_q, wx_kv, wmask;
+  ATTENTION_RETURN_IF_ERROR(wx_q.widen(x_q));
+  const bool self_attention = same_view(x_q, x_kv);
+  if (!self_attention) ATTENTION_RETURN_IF_ERROR(wx_kv.widen(x_kv));
+  ATTENTION_RETURN_IF_ERROR(wmask.widen(options.mask.additive_mask));
+  MhaWeights w = weights;
+  TensorView* const views[] = {
+      &w.in_proj_weight, &w.in_proj_bias, &w.q_proj_weight, &w.k_proj_weight,   &w.v_proj_weight,
+      &w.q_bias,         &w.k_bias,       &w.v_bias,        &w.out_proj_weight, &w.out_proj_bias};
+  detail::Fp32Input widened[std::size(views)];
+  for (size_t i = 0; i < std::size(views); ++i) {
+    ATTENTION_RETURN_IF_ERROR(widened[i].widen(*views[i]));
+    *views[i] = widened[i].view();
+  }
+  MhaOptions fp32_options = options;
+  fp32_options.mask.additive_mask = wmask.view();
+  ATTENTION_RETURN_IF_ERROR(multi_head_attention(
+      wx_q.view(), self_attention ? wx_q.view() : wx_kv.view(), w, result.view(), fp32_options));
+  return result.finish();
+}
+
 }  // namespace
 
 Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
@@ -301,6 +344,9 @@ Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
       check_mha_args(x_q, x_kv, weights, out, options, detail::device_of(run), &s, &p));
   if (run != detail::Run::CPU) ATTENTION_RETURN_IF_ERROR(detail::check_gpu_strides(tensors));
   if (s.B == 0 || s.Sq == 0) return Status::ok_status();
+  for (const detail::NamedView& t : tensors) {
+    if (detail::is_half(t.view->dtype)) return run_mha_half(run, x_q, x_kv, weights, out, options);
+  }
   if (s.Sk == 0) {
     if (run == detail::Run::CUDA) {
       return Status::error(StatusCode::Unsupported,

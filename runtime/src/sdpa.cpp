@@ -9,6 +9,7 @@
 
 #include "attention/attention.h"
 #include "gpu.h"
+#include "half_precision.h"
 #include "halide_view.h"
 #include "kernel_choice.h"
 #include "kernel_table.h"
@@ -21,12 +22,10 @@ namespace {
 
 Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorView& v,
                        const TensorView& out, const SdpaOptions& options, Device device) {
-  const DType f32 = DType::Float32;
-  ATTENTION_RETURN_IF_ERROR(detail::check_view(q, "q", 4, "[B, H, Sq, D]", f32, false, device));
-  ATTENTION_RETURN_IF_ERROR(detail::check_view(k, "k", 4, "[B, Hkv, Sk, D]", f32, false, device));
-  ATTENTION_RETURN_IF_ERROR(detail::check_view(v, "v", 4, "[B, Hkv, Sk, Dv]", f32, false, device));
-  ATTENTION_RETURN_IF_ERROR(
-      detail::check_view(out, "out", 4, "[B, H, Sq, Dv]", f32, false, device));
+  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(q, "q", 4, "[B, H, Sq, D]", device));
+  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(k, "k", 4, "[B, Hkv, Sk, D]", device));
+  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(v, "v", 4, "[B, Hkv, Sk, Dv]", device));
+  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(out, "out", 4, "[B, H, Sq, Dv]", device));
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   const int64_t Hkv = k.shape[1], Sk = k.shape[2], Dv = v.shape[3];
   if (D == 0)
@@ -48,7 +47,7 @@ Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorVie
     return Status::invalid("scale: must be finite, got " + std::to_string(*options.scale));
   }
   const MaskOptions& m = options.mask;
-  ATTENTION_RETURN_IF_ERROR(detail::check_mask(m, B, H, Sq, Sk, device));
+  ATTENTION_RETURN_IF_ERROR(detail::check_mask(m, B, H, Sq, Sk, device, /*half_additive=*/true));
   // Every input an output must not overlap (absent mask views are empty and never overlap).
   std::vector<detail::NamedView> inputs = {{&q, "q"}, {&k, "k"}, {&v, "v"}};
   detail::append_mask_views(m, inputs);
@@ -120,6 +119,65 @@ Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
       mask.arguments(values_finite), std::tuple(choice.key_split, hout.get(), hlse.get()));
 }
 
+// The native half-KV decode kernels: q and out fp32 (the caller's conversions), k and v read as
+// stored. `m`'s additive mask, if any, is fp32.
+Status run_half_kv_decode(const detail::HalfKvDecodeRow& row, const detail::KernelChoice& choice,
+                          const TensorView& q, const TensorView& k, const TensorView& v,
+                          const TensorView& out, const TensorView& lse, float scale,
+                          const MaskOptions& m) {
+  detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
+  const auto inputs = std::tuple(hq.get(), hk.get(), hv.get(), scale);
+  const auto outputs = std::tuple(choice.key_split, hout.get(), hlse.get());
+  if (m.empty()) {
+    return detail::run_kernel_parts(row.plain.name, row.plain.fn, inputs, std::tuple(), outputs);
+  }
+  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Sk = k.shape[2];
+  detail::MaskArgs mask(m, B, H, Sq, Sk);
+  // Decode always takes the NaN-safe P·V and ignores the flag.
+  return detail::run_kernel_parts(row.masked.name, row.masked.fn, inputs,
+                                  mask.arguments(/*values_finite=*/false), outputs);
+}
+
+// A call with a Float16 or BFloat16 operand (q, k, v, out or the additive mask). Decode over a
+// half KV cache reads k and v as stored (the call's bytes are the cache's); every other call
+// widens its half operands exactly, runs the fp32 path, and rounds the result into out once.
+Status run_half(detail::Run run, const TensorView& q, const TensorView& k, const TensorView& v,
+                const TensorView& out, const SdpaOptions& options) {
+  if (run == detail::Run::CUDA) {
+    return Status::error(StatusCode::Unsupported,
+                         "q, k, v, out: Float16/BFloat16 Device::CUDA tensors are not supported "
+                         "yet; pass Float32 device tensors, or half host tensors (converted on "
+                         "the host)");
+  }
+  detail::Fp32Output result;
+  detail::Fp32Input wq, wmask;
+  ATTENTION_RETURN_IF_ERROR(result.stage(out));
+  ATTENTION_RETURN_IF_ERROR(wq.widen(q));
+  ATTENTION_RETURN_IF_ERROR(wmask.widen(options.mask.additive_mask));
+  SdpaOptions fp32_options = options;
+  fp32_options.mask.additive_mask = wmask.view();
+  const MaskOptions& m = fp32_options.mask;
+  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Sk = k.shape[2];
+  detail::KernelChoice choice;
+  const bool native =
+      run == detail::Run::CPU &&
+      detail::half_kv_decode_kernel(k.dtype, v.dtype, !m.empty(), B, H, Sq, Sk, &choice) != nullptr;
+  if (native) {
+    const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.shape[3])));
+    std::vector<float> lse_scratch;
+    const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
+    ATTENTION_RETURN_IF_ERROR(run_half_kv_decode(*detail::half_kv_decode_row(k.dtype), choice,
+                                                 wq.view(), k, v, result.view(), lse, scale, m));
+    return result.finish();
+  }
+  detail::Fp32Input wk, wv;
+  ATTENTION_RETURN_IF_ERROR(wk.widen(k));
+  ATTENTION_RETURN_IF_ERROR(wv.widen(v));
+  ATTENTION_RETURN_IF_ERROR(
+      scaled_dot_product_attention(wq.view(), wk.view(), wv.view(), result.view(), fp32_options));
+  return result.finish();
+}
+
 }  // namespace
 
 Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, const TensorView& v,
@@ -138,6 +196,9 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
   ATTENTION_RETURN_IF_ERROR(check_sdpa_args(q, k, v, out, options, detail::device_of(run)));
   if (run != detail::Run::CPU) ATTENTION_RETURN_IF_ERROR(detail::check_gpu_strides(tensors));
   if (out.numel() == 0) return Status::ok_status();  // B, H or Sq is 0
+  for (const TensorView* t : {&q, &k, &v, &out, &m.additive_mask}) {
+    if (detail::is_half(t->dtype)) return run_half(run, q, k, v, out, options);
+  }
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   if (k.shape[2] == 0) {  // no keys: every row is fully masked
     if (run == detail::Run::CUDA) {
@@ -153,8 +214,7 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
   const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
   if (!options.mask.empty()) return run_masked(q, k, v, out, lse, scale, options.mask);
   detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
-  const auto [kernel, choice] =
-      detail::pick_sdpa(detail::cpu_rows(), B, H, Sq, k.shape[2], D);
+  const auto [kernel, choice] = detail::pick_sdpa(detail::cpu_rows(), B, H, Sq, k.shape[2], D);
   return detail::run_kernel(kernel.name, kernel.fn, hq.get(), hk.get(), hv.get(), scale,
                             choice.key_split, hout.get(), hlse.get());
 }

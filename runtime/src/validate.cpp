@@ -39,11 +39,35 @@ const char* dtype_name(DType dtype) {
       return "Bool";
     case DType::Int32:
       return "Int32";
+    case DType::Float16:
+      return "Float16";
+    case DType::BFloat16:
+      return "BFloat16";
   }
   return "unknown";
 }
 
-int64_t dtype_size(DType dtype) { return dtype == DType::Bool ? 1 : 4; }
+int64_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::Bool:
+      return 1;
+    case DType::Float16:
+    case DType::BFloat16:
+      return 2;
+    default:
+      return 4;
+  }
+}
+
+Status check_float_view(const TensorView& t, const char* name, int rank, const char* layout,
+                        Device device, bool any_strides) {
+  if (t.rank == rank && !is_floating(t.dtype)) {
+    return Status::invalid(std::string(name) +
+                           ": expected dtype Float32, Float16 or BFloat16, got " +
+                           dtype_name(t.dtype));
+  }
+  return check_view(t, name, rank, layout, t.dtype, any_strides, device);
+}
 
 Status check_view(const TensorView& t, const char* name, int rank, const char* layout, DType dtype,
                   bool any_strides, Device device) {

@@ -26,7 +26,17 @@ Status check_view(const TensorView& t, const char* name, int rank, const char* l
                   Device device = Device::CPU);
 
 const char* dtype_name(DType dtype);
-int64_t dtype_size(DType dtype);
+int64_t dtype_size(DType dtype);  // bytes per element
+
+// Float32, Float16 or BFloat16: the types of attention operands.
+inline bool is_floating(DType dtype) {
+  return dtype == DType::Float32 || dtype == DType::Float16 || dtype == DType::BFloat16;
+}
+inline bool is_half(DType dtype) { return dtype == DType::Float16 || dtype == DType::BFloat16; }
+
+// check_view for an attention operand: any of the floating dtypes.
+Status check_float_view(const TensorView& t, const char* name, int rank, const char* layout,
+                        Device device = Device::CPU, bool any_strides = false);
 
 // Expected extents per dimension (-1 = any) with the names used in the message.
 struct ExpectedDim {

@@ -14,9 +14,12 @@
 
 namespace attention {
 
-// Element type of a tensor. Attention operands are Float32; Bool (1 byte, nonzero = true) and Int32
-// appear in masks and lengths.
-enum class DType { Float32, Bool, Int32 };
+// Element type of a tensor. Attention operands (q, k, v, out) are Float32, Float16 (IEEE half) or
+// BFloat16, in any combination, e.g. fp32 queries and outputs over a half KV cache; Bool (1 byte,
+// nonzero = true) and Int32 appear in masks and lengths. Whatever the storage, scores, softmax and
+// accumulation are fp32 and a half output is rounded once, at the end (to nearest even; beyond
+// Float16's range ±inf). logsumexp is always Float32.
+enum class DType { Float32, Bool, Int32, Float16, BFloat16 };
 
 // Where a tensor's memory lives: host memory, or CUDA device memory (data is the CUdeviceptr,
 // cast to void*). Only scaled_dot_product_attention and multi_head_attention take CUDA tensors, and
@@ -341,9 +344,18 @@ struct MhaOptions {
 // Ekv and the head counts. Masks, zero sizes and NaN rules are those of
 // scaled_dot_product_attention (a row that sees no key outputs b_o). The whole block runs as one
 // generated kernel (mha_f32); asking for attention_weights adds a second kernel and two products.
+// Inputs, weights, biases, the additive mask and out may be Float16 or BFloat16 (host tensors):
+// they are widened exactly, the block runs in fp32 and out is rounded once; attention_weights
+// stays Float32.
 Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
                             const MhaWeights& weights, const TensorView& out,
                             const MhaOptions& options = {});
+
+// Converts `from` into `to`, between Float32 and Float16 or BFloat16 in either direction (e.g. an
+// fp32 KV cache into a half one), with the generated conversion kernels on all cores: rounding to
+// nearest even, beyond Float16's range ±inf, NaN stays NaN; widening is exact. Same shape, rank 1
+// to 4, innermost dimension contiguous, other strides any; CPU tensors that do not overlap.
+Status convert_dtype(const TensorView& from, const TensorView& to);
 
 // Number of worker threads the kernels use, process-wide (Halide's thread pool). Defaults to the
 // HL_NUM_THREADS environment variable if set, else the number of cores. n < 1 restores that
@@ -386,9 +398,11 @@ struct KernelLibraryInfo {
 std::vector<KernelLibraryInfo> kernel_libraries();
 
 // The generated kernel a CPU scaled_dot_product_attention call of this shape runs now (with any
-// mask when `masked`): built-in, tuned or from a kernel library, e.g. "sdpa_f32_decode".
+// mask when `masked`, k and v of dtype `kv`): built-in, tuned or from a kernel library, e.g.
+// "sdpa_f32_decode", or "sdpa_bf16kv_decode" for a decode call over a BFloat16 KV cache (a half
+// call that is not decode names the fp32 kernel it runs on widened operands).
 std::string sdpa_kernel_name(int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,
-                             bool masked = false);
+                             bool masked = false, DType kv = DType::Float32);
 // The generated kernel of a CPU multi_head_attention call, without or with masks.
 std::string mha_kernel_name(bool masked = false);
 

@@ -1,0 +1,41 @@
+// Half-precision operands (Float16, BFloat16) around the fp32 kernels: widening copies of inputs
+// and the one rounding of an fp32 result into a half output, both by the generated convert
+// kernels (generators/convert_generator.cpp: F16C / NEON conversions, all cores).
+#pragma once
+
+#include <memory>
+
+#include "attention/attention.h"
+
+namespace attention::detail {
+
+// Converts `from` into `to` (same shape, rank <= 4, any strides with a contiguous innermost dim),
+// between Float32 and a half type in either direction. Both must be validated CPU views.
+Status convert(const TensorView& from, const TensorView& to);
+
+// A validated float tensor as fp32: the tensor itself when it already is, else a dense fp32 copy
+// (exact: every half value is an fp32 value).
+class Fp32Input {
+ public:
+  Status widen(const TensorView& t);
+  const TensorView& view() const { return view_; }
+
+ private:
+  TensorView view_;
+  std::unique_ptr<float[]> storage_;
+};
+
+// The fp32 tensor a kernel writes for output `out`: `out` itself when it is fp32, else dense
+// scratch that finish() rounds into `out`. Until finish(), `out` is untouched.
+class Fp32Output {
+ public:
+  Status stage(const TensorView& out);
+  const TensorView& view() const { return view_; }
+  Status finish() const;
+
+ private:
+  TensorView out_, view_;
+  std::unique_ptr<float[]> storage_;
+};
+
+}  // namespace attention::detail

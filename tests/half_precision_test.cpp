@@ -1,0 +1,311 @@
+// Half precision beyond the suites' all-half mode (ATTENTION_TEST_DTYPE): the conversion kernels
+// against the reference conversions (every Float16 and BFloat16 value widened; special, boundary
+// and random values rounded), fp32 queries and outputs over a half KV cache (the native decode
+// kernels and the widening path), mixed types, and the errors.
+#include "half_precision.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention/attention.h"
+#include "reference/sdpa_reference.h"
+#include "test_util.h"
+
+namespace attention_test {
+namespace {
+
+using attention::DType;
+using attention::TensorView;
+
+constexpr DType kHalfTypes[] = {DType::Float16, DType::BFloat16};
+
+const char* name(DType dtype) { return dtype == DType::Float16 ? "Float16" : "BFloat16"; }
+
+uint32_t bits_of(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+float float_of(uint32_t b) {
+  float x;
+  std::memcpy(&x, &b, sizeof x);
+  return x;
+}
+
+// Every one of the 65536 half values widens to the fp32 value it denotes (NaNs to NaN).
+void expect_every_half_value_widens_exactly() {
+  for (DType dtype : kHalfTypes) {
+    SCOPED_TRACE(name(dtype));
+    std::vector<uint16_t> half(65536);
+    for (size_t i = 0; i < half.size(); ++i) half[i] = static_cast<uint16_t>(i);
+    std::vector<float> wide(half.size(), std::numeric_limits<float>::quiet_NaN());
+    // Shaped [4, 16384] with padded rows on the fp32 side (strides the kernel must honour).
+    std::vector<float> padded(4 * 16400, -7.0f);
+    TensorView from = TensorView::contiguous(half.data(), dtype, {4, 16384});
+    TensorView to = TensorView::strided(padded.data(), DType::Float32, {4, 16384}, {16400, 1});
+    ASSERT_TRUE(attention::detail::convert(from, to).ok());
+    int64_t mismatches = 0;
+    for (size_t i = 0; i < half.size(); ++i) {
+      const float got = padded[(i / 16384) * 16400 + i % 16384];
+      const float want = from_half_bits(half[i], dtype);
+      const bool same = std::isnan(want) ? std::isnan(got) : bits_of(got) == bits_of(want);
+      if (!same && mismatches++ < 5) {
+        ADD_FAILURE() << "bits 0x" << std::hex << half[i] << ": got " << got << ", want " << want;
+      }
+    }
+    EXPECT_EQ(mismatches, 0);
+    for (int64_t row = 0; row < 4; ++row) {
+      for (int64_t x = 16384; x < 16400; ++x) EXPECT_EQ(padded[row * 16400 + x], -7.0f);
+    }
+  }
+}
+
+// Rounding to a half type: ties to even, overflow to ±inf (Float16 beyond 65504 + half an ulp),
+// subnormals, signed zeros, infinities and NaN, and a million random bit patterns (NaNs among
+// them with every kind of payload).
+void expect_rounding_to_nearest_even(uint64_t seed) {
+  std::vector<float> values = {
+      0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.996f, 65520.0f, -65520.0f, 70000.0f, 1e30f, -1e30f,
+      6.1035156e-05f, 5.9604645e-08f, 2.9802322e-08f, 2.9802326e-08f, 8.940697e-08f, 1e-45f, -3e-6f,
+      std::numeric_limits<float>::max(), -std::numeric_limits<float>::max(),
+      std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+      std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+      // 1 + 2^-11 and 1 + 3·2^-11 (f16 ties), 1 + 2^-8, 1 + 3·2^-8
+      // (bf16 ties), and just above and below them.
+      1.00048828125f, 1.00146484375f, 1.00390625f, 1.01171875f,
+      float_of(bits_of(1.00048828125f) + 1), float_of(bits_of(1.00390625f) - 1)};
+  std::mt19937_64 rng(seed);
+  SCOPED_TRACE(seed_note(seed));
+  while (values.size() < (1u << 20)) values.push_back(float_of(static_cast<uint32_t>(rng())));
+  const auto n = static_cast<int64_t>(values.size());
+  for (DType dtype : kHalfTypes) {
+    SCOPED_TRACE(name(dtype));
+    std::vector<uint16_t> half(values.size(), 0xdead);
+    ASSERT_TRUE(
+        attention::detail::convert(TensorView::contiguous(values.data(), DType::Float32, {1, n}),
+                                   TensorView::contiguous(half.data(), dtype, {1, n}))
+            .ok());
+    int64_t mismatches = 0;
+    for (size_t i = 0; i < values.size(); ++i) {
+      const uint16_t want = to_half_bits(values[i], dtype);
+      const bool nan = std::isnan(values[i]);
+      const bool same = nan ? std::isnan(from_half_bits(half[i], dtype)) : half[i] == want;
+      if (!same && mismatches++ < 5) {
+        ADD_FAILURE() << values[i] << " (0x" << std::hex << bits_of(values[i]) << "): got 0x"
+                      << half[i] << ", want 0x" << want;
+      }
+    }
+    EXPECT_EQ(mismatches, 0);
+  }
+}
+
+}  // namespace
+
+void expect_conversions_match_reference(uint64_t seed) {
+  expect_every_half_value_widens_exactly();
+  expect_rounding_to_nearest_even(seed);
+}
+
+namespace {
+
+TEST(HalfConversion, MatchesReferenceConversions) {
+  expect_conversions_match_reference(seed_for_current_test());
+}
+
+// The reference conversions themselves, on values whose encodings are known.
+TEST(HalfConversion, ReferenceEncodings) {
+  EXPECT_EQ(to_half_bits(1.0f, DType::Float16), 0x3c00);
+  EXPECT_EQ(to_half_bits(65504.0f, DType::Float16), 0x7bff);
+  EXPECT_EQ(to_half_bits(65520.0f, DType::Float16), 0x7c00);
+  EXPECT_EQ(to_half_bits(5.9604645e-08f, DType::Float16), 0x0001);  // smallest subnormal
+  EXPECT_EQ(to_half_bits(2.9802322e-08f, DType::Float16), 0x0000);  // half of it: tie to even
+  EXPECT_EQ(to_half_bits(-2.0f, DType::Float16), 0xc000);
+  EXPECT_EQ(to_half_bits(1.0f, DType::BFloat16), 0x3f80);
+  EXPECT_EQ(to_half_bits(1.00390625f, DType::BFloat16), 0x3f80);  // tie to even
+  EXPECT_EQ(to_half_bits(1.01171875f, DType::BFloat16), 0x3f82);  // tie to even (up)
+  EXPECT_EQ(to_half_bits(std::numeric_limits<float>::max(), DType::BFloat16), 0x7f80);
+  EXPECT_EQ(from_half_bits(0x0001, DType::Float16), 5.9604645e-08f);
+  EXPECT_EQ(from_half_bits(0xfc00, DType::Float16), -std::numeric_limits<float>::infinity());
+  EXPECT_TRUE(std::isnan(from_half_bits(0x7e00, DType::Float16)));
+  EXPECT_EQ(from_half_bits(0xc000, DType::BFloat16), -2.0f);
+}
+
+// fp32 q and out over a half KV cache (the llama.cpp layout): decode shapes take the kernels that
+// read k and v as stored, the others widen them; both with and without masks, GQA, strided
+// caches, logsumexp. The output is fp32, so the fp32 rule applies against the reference on the
+// rounded cache.
+TEST(HalfKvCache, Fp32QueriesOverHalfCacheMatchReference) {
+  const uint64_t seed = seed_for_current_test();
+  const SdpaCase cases[] = {
+      sdpa_case(1, 8, 2, 1, 300, 64, 64).with_logsumexp(),
+      sdpa_case(2, 4, 4, 2, 129, 128, 128).layout(Layout::kPadded),
+      sdpa_case(1, 6, 3, 1, 1000, 40, 24)
+          .layouts(Layout::kDense, Layout::kBSHD, Layout::kSHBD, Layout::kDense),
+      sdpa_case(1, 4, 1, 70, 90, 32, 32).with_logsumexp(),  // prefill: the widening path
+  };
+  MaskSpec causal_padding;
+  causal_padding.causal = attention::Causal::BottomRight;
+  causal_padding.key_lengths = true;
+  causal_padding.additive_mask = true;
+  for (DType dtype : kHalfTypes) {
+    for (const SdpaCase& c : cases) {
+      const MaskSpec* const specs[] = {nullptr, &causal_padding};
+      for (const MaskSpec* spec : specs) {
+        SCOPED_TRACE(std::string(name(dtype)) + " cache, " + describe(c) + ", " +
+                     (spec ? describe(*spec) : "no mask") + ", " + seed_note(seed));
+        SdpaTensors t(c, seed);
+        std::optional<MaskTensors> masks;
+        if (spec) masks.emplace(*spec, c, seed);
+        HalfCopy k(t.k.view(), dtype), v(t.v.view(), dtype);
+        t.out.poison();
+        t.lse.poison();
+        attention::SdpaOptions options;
+        options.scale = c.scale;
+        if (masks) options.mask = masks->options;
+        if (c.logsumexp) options.logsumexp = t.lse.view();
+        const attention::Status status = attention::scaled_dot_product_attention(
+            t.q.view(), k.view(), v.view(), t.out.view(), options);
+        ASSERT_TRUE(status.ok()) << status.message();
+        std::vector<double> want_out, want_lse;
+        reference_sdpa(t.q.view(), k.rounded(), v.rounded(), c.effective_scale(), &want_out,
+                       c.logsumexp ? &want_lse : nullptr, masks ? &masks->options : nullptr);
+        EXPECT_TRUE(matches_reference(t.out.to_dense(), want_out, t.out.shape()));
+        EXPECT_TRUE(t.out.outside_view_holds(std::numeric_limits<float>::quiet_NaN()));
+        if (c.logsumexp) {
+          EXPECT_TRUE(matches_reference(t.lse.to_dense(), want_lse, t.lse.shape(), Domain::Log));
+        }
+      }
+    }
+  }
+}
+
+// Any mix of fp32, Float16 and BFloat16 operands (each rounded to its own type), including a
+// Float16 output of a BFloat16 cache and a half additive mask with fp32 operands.
+TEST(HalfKvCache, MixedTypesMatchReference) {
+  const uint64_t seed = seed_for_current_test();
+  struct Mix {
+    DType q, k, v, out;
+  };
+  const DType f32 = DType::Float32, f16 = DType::Float16, bf16 = DType::BFloat16;
+  const Mix mixes[] = {
+      {f16, bf16, bf16, f32}, {bf16, f16, f16, f16}, {f32, f16, bf16, bf16}, {f16, f32, f32, f32}};
+  MaskSpec additive;
+  additive.additive_mask = true;
+  for (const Mix& mix : mixes) {
+    for (int64_t Sq : {1, 37}) {
+      const SdpaCase c = sdpa_case(2, 4, 2, Sq, 77, 48, 40);
+      SCOPED_TRACE(std::string("q ") + attention_test::name(mix.q) + ", " + describe(c) + ", " +
+                   seed_note(seed));
+      SdpaTensors t(c, seed);
+      MaskTensors masks(additive, c, seed);
+      t.out.poison();
+      std::vector<std::optional<HalfCopy>> copies(5);
+      const auto in_type = [&](int i, const TensorView& view, DType dtype, TensorView* rounded) {
+        if (dtype == f32) {
+          *rounded = view;
+          return view;
+        }
+        copies[i].emplace(view, dtype);
+        *rounded = copies[i]->rounded();
+        return copies[i]->view();
+      };
+      TensorView rq, rk, rv, rmask, unused;
+      const TensorView q = in_type(0, t.q.view(), mix.q, &rq);
+      const TensorView k = in_type(1, t.k.view(), mix.k, &rk);
+      const TensorView v = in_type(2, t.v.view(), mix.v, &rv);
+      attention::SdpaOptions options;
+      options.mask = masks.options;
+      options.mask.additive_mask =
+          in_type(3, masks.options.additive_mask, mix.out == f32 ? f16 : mix.out, &rmask);
+      const TensorView out = in_type(4, t.out.view(), mix.out, &unused);
+      const attention::Status status =
+          attention::scaled_dot_product_attention(q, k, v, out, options);
+      ASSERT_TRUE(status.ok()) << status.message();
+      if (copies[4]) copies[4]->write_back();
+      attention::MaskOptions reference_mask = masks.options;
+      reference_mask.additive_mask = rmask;
+      std::vector<double> want;
+      reference_sdpa(rq, rk, rv, c.effective_scale(), &want, nullptr, &reference_mask);
+      if (mix.out == f32) {
+        EXPECT_TRUE(matches_reference(t.out.to_dense(), want, t.out.shape()));
+      } else {
+        EXPECT_TRUE(matches_half_reference(t.out.to_dense(), want, t.out.shape(), mix.out));
+      }
+    }
+  }
+}
+
+// sdpa_kernel_name names the half-KV decode kernels for decode calls over a half cache, and the
+// fp32 kernel a widened call runs otherwise.
+TEST(HalfKvCache, KernelNamesFollowTheCacheType) {
+  EXPECT_EQ(attention::sdpa_kernel_name(1, 32, 1, 4096, 128, false, DType::Float16),
+            "sdpa_f16kv_decode");
+  EXPECT_EQ(attention::sdpa_kernel_name(8, 32, 1, 2048, 128, true, DType::BFloat16),
+            "sdpa_bf16kv_masked_decode");
+  EXPECT_EQ(attention::sdpa_kernel_name(1, 8, 2048, 2048, 64, false, DType::BFloat16),
+            attention::sdpa_kernel_name(1, 8, 2048, 2048, 64));
+}
+
+// Values beyond Float16's range give ±inf in a Float16 output (the fp32 result is finite);
+// BFloat16 holds them.
+TEST(HalfKvCache, OutputsBeyondFloat16RangeBecomeInfinite) {
+  const SdpaCase c = sdpa_case(1, 1, 1, 2, 8, 4, 3);
+  SdpaTensors t(c, seed_for_current_test());
+  t.v.fill([](const Index& i) { return i[3] == 0 ? 1e5f : i[3] == 1 ? -1e6f : 3.0f; });
+  for (DType dtype : kHalfTypes) {
+    HalfCopy out(t.out.view(), dtype);
+    ASSERT_TRUE(
+        attention::scaled_dot_product_attention(t.q.view(), t.k.view(), t.v.view(), out.view())
+            .ok());
+    out.write_back();
+    const std::vector<float> got = t.out.to_dense();
+    const float inf = std::numeric_limits<float>::infinity();
+    for (int64_t row = 0; row < 2; ++row) {
+      EXPECT_EQ(got[row * 3 + 0], dtype == DType::Float16 ? inf : round_to(dtype, 1e5f));
+      EXPECT_EQ(got[row * 3 + 1], dtype == DType::Float16 ? -inf : round_to(dtype, -1e6f));
+      EXPECT_EQ(got[row * 3 + 2], 3.0f);
+    }
+  }
+}
+
+// Errors: an operand of a non-float type is named and out is left as it was; half tensors on a
+// CUDA device are refused before anything runs.
+TEST(HalfKvCache, ErrorsNameTheArgument) {
+  const SdpaCase c = sdpa_case(1, 2, 2, 3, 5, 8, 8);
+  SdpaTensors t(c, 1);
+  std::vector<int32_t> ints(64);
+  TensorView q_int = TensorView::contiguous(ints.data(), DType::Int32, {1, 2, 3, 8});
+  t.out.poison();
+  attention::Status status =
+      attention::scaled_dot_product_attention(q_int, t.k.view(), t.v.view(), t.out.view());
+  EXPECT_EQ(status.code(), attention::StatusCode::InvalidArgument);
+  EXPECT_EQ(status.message(), "q: expected dtype Float32, Float16 or BFloat16, got Int32");
+  EXPECT_TRUE(t.out.outside_view_holds(std::numeric_limits<float>::quiet_NaN()));
+  for (float x : t.out.to_dense()) EXPECT_TRUE(std::isnan(x));
+
+  HalfCopy k(t.k.view(), DType::Float16);
+  TensorView k_cuda = k.view(), q_cuda = t.q.view(), v_cuda = t.v.view(), out_cuda = t.out.view();
+  for (TensorView* view : {&q_cuda, &k_cuda, &v_cuda, &out_cuda}) {
+    view->device = attention::Device::CUDA;
+  }
+  status = attention::scaled_dot_product_attention(q_cuda, k_cuda, v_cuda, out_cuda);
+  if (attention::backend_available(attention::Backend::CUDA).ok()) {
+    EXPECT_EQ(status.code(), attention::StatusCode::Unsupported) << status.message();
+    EXPECT_NE(status.message().find("Float16/BFloat16 Device::CUDA"), std::string::npos)
+        << status.message();
+  } else {
+    EXPECT_FALSE(status.ok());  // no CUDA here: refused as an unavailable backend
+  }
+}
+
+}  // namespace
+}  // namespace attention_test
