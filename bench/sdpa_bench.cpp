@@ -1,4 +1,5 @@
-// Benchmarks attention::scaled_dot_product_attention (fp32, CPU) against, in the same run:
+// Benchmarks attention::scaled_dot_product_attention (CPU; fp32, and as ours_f16 / ours_bf16 with
+// q, k, v and out in Float16 / BFloat16) against, in the same run:
 //   - the "math path" a framework takes on CPU, S = scale·Q·Kᵀ, row softmax, O = P·V, twice:
 //     with oneDNN's matmul and softmax primitives (onednn_math.h; the strongest CPU peer) and with
 //     per-(batch, head) OpenBLAS sgemm calls;
@@ -121,7 +122,8 @@ std::string shape_name(const Shape& s) {
 int64_t q_size(const Shape& s) { return s.b * s.h * s.sq * s.d; }
 int64_t kv_size(const Shape& s) { return s.b * s.hkv * s.sk * s.d; }
 double attention_flops(const Shape& s) { return 4.0 * s.b * s.h * s.sq * s.sk * s.d; }
-double kv_bytes(const Shape& s) { return 2.0 * kv_size(s) * sizeof(float); }
+// K and V's bytes at `element_bytes` each (4: fp32, 2: the half types).
+double kv_bytes(const Shape& s, int element_bytes = 4) { return 2.0 * kv_size(s) * element_bytes; }
 // Copies of K and V a shape's benchmark cycles through: decode reads each KV cache once per call.
 int kv_copies(const Shape& s) {
   return s.sq == 1 ? std::max(2, static_cast<int>(std::ceil(kDecodeRotationBytes / kv_bytes(s))))
@@ -157,6 +159,8 @@ struct Problem {
   std::vector<float> q;
   std::vector<float> k, v;       // kv_copies(shape) identical copies, one after the other
   std::vector<float> reference;  // the OpenBLAS math path's output, computed on first use
+  // q, k and v (every copy) in Float16 and BFloat16, converted on first use.
+  std::map<attention::DType, std::vector<uint16_t>> half_q, half_k, half_v;
   std::vector<int32_t> lengths;  // kPadded: valid keys and queries per batch
   // The explicit mask of the math path: 0 or -inf per (query, key), one [Sq, Sk] plane per batch
   // (a single shared plane unless the mask depends on the batch). Empty without a mask.
@@ -299,7 +303,23 @@ void naive_attention(const Problem& p, float* out, float* row, int copy) {
   }
 }
 
-attention::Status ours(const Problem& p, float* out, int copy) {
+// `p`'s q, k and v in `dtype` (the library's own conversion, once per problem and type).
+void make_half_inputs(Problem& p, attention::DType dtype) {
+  if (dtype == attention::DType::Float32 || p.half_q.count(dtype)) return;
+  for (auto [from, to] :
+       {std::pair{&p.q, &p.half_q[dtype]}, {&p.k, &p.half_k[dtype]}, {&p.v, &p.half_v[dtype]}}) {
+    to->resize(from->size());
+    const auto n = static_cast<int64_t>(from->size());
+    const attention::Status status =
+        attention::convert_dtype(attention::TensorView::contiguous(from->data(), {n}),
+                                 attention::TensorView::contiguous(to->data(), dtype, {n}));
+    if (!status) fail("convert_dtype: " + status.message());
+  }
+}
+
+// q, k, v and out in `dtype` (Float32, or a half type after make_half_inputs); out points at
+// elements of that type.
+attention::Status ours(Problem& p, void* out, int copy, attention::DType dtype) {
   const Shape& s = p.shape;
   attention::SdpaOptions options;
   attention::MaskOptions& m = options.mask;
@@ -319,15 +339,20 @@ attention::Status ours(const Problem& p, float* out, int copy) {
       m.window = kWindow;
       break;
   }
-  // The library takes mutable views; it only reads q, k and v.
-  auto view = [](const float* data, int64_t b, int64_t h, int64_t seq, int64_t d) {
-    return attention::TensorView::contiguous(const_cast<float*>(data), {b, h, seq, d});
+  const bool fp32 = dtype == attention::DType::Float32;
+  const auto base = [&](std::vector<float>& f32,
+                        std::map<attention::DType, std::vector<uint16_t>>& half,
+                        int64_t offset) -> void* {
+    return fp32 ? static_cast<void*>(f32.data() + offset) : half[dtype].data() + offset;
+  };
+  auto view = [&](void* data, int64_t b, int64_t h, int64_t seq) {
+    return attention::TensorView::contiguous(data, dtype, {b, h, seq, s.d});
   };
   const int64_t kv_offset = copy * kv_size(s);
   return attention::scaled_dot_product_attention(
-      view(p.q.data(), s.b, s.h, s.sq, s.d), view(p.k.data() + kv_offset, s.b, s.hkv, s.sk, s.d),
-      view(p.v.data() + kv_offset, s.b, s.hkv, s.sk, s.d),
-      attention::TensorView::contiguous(out, {s.b, s.h, s.sq, s.d}), options);
+      view(base(p.q, p.half_q, 0), s.b, s.h, s.sq),
+      view(base(p.k, p.half_k, kv_offset), s.b, s.hkv, s.sk),
+      view(base(p.v, p.half_v, kv_offset), s.b, s.hkv, s.sk), view(out, s.b, s.h, s.sq), options);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -348,7 +373,8 @@ const std::vector<float>& reference_of(Problem& p) {
 
 // Aborts unless out matches the math path: a wrong answer's speed is never reported. Runs once per
 // (implementation, shape); Google Benchmark calls a benchmark function several times.
-void check_once(const char* impl, Problem& p, const std::vector<float>& out) {
+void check_once(const char* impl, Problem& p, const std::vector<float>& out,
+                float tolerance = kMaxAbsDiff) {
   static std::set<std::string> checked;
   const std::string key = std::string(impl) + "/" + shape_name(p.shape);
   if (!checked.insert(key).second) return;
@@ -358,16 +384,16 @@ void check_once(const char* impl, Problem& p, const std::vector<float>& out) {
     const float diff = std::fabs(out[i] - ref[i]);
     if (!(diff <= max_diff)) max_diff = diff;  // written so a NaN sticks
   }
-  if (!(max_diff <= kMaxAbsDiff))
+  if (!(max_diff <= tolerance))
     fail(key + ": max abs diff vs the OpenBLAS math path is " + std::to_string(max_diff) + " (> " +
-         std::to_string(kMaxAbsDiff) + ")");
+         std::to_string(tolerance) + ")");
 }
 
 using bench::per_second;
 
 // GFLOP/s counts every (query, key) pair, masked or not, so a masked shape's figure over its
 // unmasked twin's is the speed-up; "visible GFLOP/s" counts only the pairs the mask lets through.
-void report(benchmark::State& state, const Problem& p, const char* impl) {
+void report(benchmark::State& state, const Problem& p, const char* impl, int element_bytes = 4) {
   const Shape& s = p.shape;
   state.SetLabel(impl);
   state.counters["GFLOP/s"] = per_second(attention_flops(s) * 1e-9);
@@ -375,7 +401,7 @@ void report(benchmark::State& state, const Problem& p, const char* impl) {
     state.counters["visible GFLOP/s"] = per_second(4.0 * s.h * p.visible_pairs * s.d * 1e-9);
   }
   if (s.sq == 1)
-    state.counters["GB/s"] = per_second(kv_bytes(s) * 1e-9);  // decode reads all of K, V
+    state.counters["GB/s"] = per_second(kv_bytes(s, element_bytes) * 1e-9);  // all of K and V
   state.counters["B"] = s.b;
   state.counters["H"] = s.h;
   state.counters["Hkv"] = s.hkv;
@@ -393,13 +419,13 @@ void run_ours(benchmark::State& state, Shape shape, bool tuned) {
   attention::set_tuned_kernels(tuned);
   Problem& p = problem_for(shape);
   std::vector<float> out(q_size(shape), NAN);
-  attention::Status status = ours(p, out.data(), 0);
+  attention::Status status = ours(p, out.data(), 0, attention::DType::Float32);
   if (!status) fail("ours/" + shape_name(shape) + ": " + status.message());
   check_once("ours", p, out);
   bool all_ok = true;
   KvRotation rotation(shape);
   for (auto _ : state) {
-    all_ok &= ours(p, out.data(), rotation.next()).ok();
+    all_ok &= ours(p, out.data(), rotation.next(), attention::DType::Float32).ok();
     benchmark::ClobberMemory();
   }
   attention::set_tuned_kernels(true);
@@ -409,6 +435,39 @@ void run_ours(benchmark::State& state, Shape shape, bool tuned) {
 
 void BM_Ours(benchmark::State& state, Shape shape) { run_ours(state, shape, true); }
 void BM_OursDefault(benchmark::State& state, Shape shape) { run_ours(state, shape, false); }
+
+// q, k, v and out in a half type. Checked against the fp32 math path on the unrounded inputs, so
+// the tolerance covers the inputs' rounding (bf16 keeps 8 significant bits, f16 11).
+void run_ours_half(benchmark::State& state, Shape shape, attention::DType dtype) {
+  const bool bf16 = dtype == attention::DType::BFloat16;
+  const char* impl = bf16 ? "ours_bf16" : "ours_f16";
+  Problem& p = problem_for(shape);
+  make_half_inputs(p, dtype);
+  std::vector<uint16_t> out(q_size(shape), 0xffff);
+  attention::Status status = ours(p, out.data(), 0, dtype);
+  if (!status) fail(std::string(impl) + "/" + shape_name(shape) + ": " + status.message());
+  std::vector<float> widened(out.size());
+  const auto n = static_cast<int64_t>(out.size());
+  status = attention::convert_dtype(attention::TensorView::contiguous(out.data(), dtype, {n}),
+                                    attention::TensorView::contiguous(widened.data(), {n}));
+  if (!status) fail(std::string("convert_dtype: ") + status.message());
+  check_once(impl, p, widened, bf16 ? 3e-2f : 4e-3f);
+  bool all_ok = true;
+  KvRotation rotation(shape);
+  for (auto _ : state) {
+    all_ok &= ours(p, out.data(), rotation.next(), dtype).ok();
+    benchmark::ClobberMemory();
+  }
+  if (!all_ok) state.SkipWithError("scaled_dot_product_attention returned an error");
+  report(state, p, impl, 2);
+}
+
+void BM_OursF16(benchmark::State& state, Shape shape) {
+  run_ours_half(state, shape, attention::DType::Float16);
+}
+void BM_OursBf16(benchmark::State& state, Shape shape) {
+  run_ours_half(state, shape, attention::DType::BFloat16);
+}
 
 void BM_OpenBlasMath(benchmark::State& state, Shape shape) {
   Problem& p = problem_for(shape);
@@ -576,6 +635,8 @@ struct Impl {
 // call, which would slow our multi-threaded kernels if they ran right after an OpenBLAS benchmark.
 void register_benchmarks() {
   const Impl impls[] = {{"ours", BM_Ours, true},
+                        {"ours_f16", BM_OursF16, true},
+                        {"ours_bf16", BM_OursBf16, true},
                         {"ours_default", BM_OursDefault, true},
                         {"onednn_math", BM_OneDnnMath, true},
                         {"openblas_math", BM_OpenBlasMath, true},

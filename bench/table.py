@@ -12,7 +12,9 @@ autoscheduler on the same generator (Adams2019, greedy; unmasked shapes up to 50
 peak of the ISA variant our kernels ran, named in the table's header) and of the best sgemm probe of
 the same run; for masked shapes the GFLOP/s of the visible (query, key) pairs only, as % of the FMA
 peak; for decode (Sq == 1) the K+V bandwidth of ours and both math paths, and ours as % of the copy
-probe of the same run. A second table does the same for multi-head attention with projections.
+probe of the same run. A second table does the same for multi-head attention with projections; a
+third sets ours in Float16 and BFloat16 (q, k, v, out) beside fp32: GFLOP/s, each half type's time
+as a fraction of fp32's, and for decode the K+V GB/s (at the type's own size) as % of the copy probe.
 With ONE_THREAD.json a last table gives each shape's 1-thread and multi-thread GFLOP/s and their
 ratio. With --benchmark_repetitions the median is used. Python 3 standard library only.
 """
@@ -22,7 +24,9 @@ import sys
 from collections import OrderedDict
 
 SHAPE_KEYS = ("B", "H", "Hkv", "Sq", "Sk", "D")
-IMPLS = ("ours", "ours_default", "autoscheduled", "onednn_math", "openblas_math", "naive")
+IMPLS = ("ours", "ours_default", "ours_f16", "ours_bf16", "autoscheduled", "onednn_math",
+         "openblas_math", "naive")
+HALF_IMPLS = ("ours_f16", "ours_bf16")
 PEERS = ("onednn_math", "openblas_math")  # the scaling table's
 COUNTERS = ("GFLOP/s", "visible GFLOP/s", "GB/s")
 
@@ -203,6 +207,31 @@ def mha_table(run):
     return lines
 
 
+def half_table(run):
+    shapes = [(shape, impls) for shape, impls in run.ordered_shapes()
+              if any(run.counter(shape, h, "GFLOP/s") for h in HALF_IMPLS)]
+    if not shapes:
+        return []
+    lines = ["", "Half precision: q, k, v and out in Float16 / BFloat16 beside fp32 (ours)", "",
+             "| shape (B×H×Sq×Sk×D) | fp32 GFLOP/s | f16 GFLOP/s | bf16 GFLOP/s "
+             "| f16 time / fp32 | bf16 time / fp32 | decode GB/s (fp32 / f16 / bf16) "
+             "| decode % of copy (fp32 / f16 / bf16) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for shape, impls in shapes:
+        any_run = next(iter(impls.values()))
+        names = ("ours",) + HALF_IMPLS
+        gflops = [run.counter(shape, i, "GFLOP/s") for i in names]
+        times = [ratio(gflops[0], g) for g in gflops[1:]]  # time ratio = inverse GFLOP/s ratio
+        bandwidth, of_copy = "–", "–"
+        if int(any_run["Sq"]) == 1:
+            gbs = [run.counter(shape, i, "GB/s") for i in names]
+            bandwidth = " / ".join(fmt(g) for g in gbs)
+            of_copy = " / ".join(percent(ratio(g, run.copy)) for g in gbs)
+        lines.append(f"| {shape_label(any_run)} | {' | '.join(fmt(g) for g in gflops)} "
+                     f"| {' | '.join(fmt(t, 2) for t in times)} | {bandwidth} | {of_copy} |")
+    return lines
+
+
 def scaling_table(run, one):
     threads = run.context.get("threads", "?")
     lines = ["", f"Thread scaling: 1 thread vs {threads} (GFLOP/s; decode: GB/s)", ""]
@@ -231,7 +260,7 @@ def main(argv):
         print(__doc__.strip(), file=sys.stderr)
         return 2
     run = Run(load(argv[1]))
-    lines = main_table(run) + mha_table(run)
+    lines = main_table(run) + mha_table(run) + half_table(run)
     if len(argv) == 3:
         lines += scaling_table(run, Run(load(argv[2])))
     print("\n".join(lines))
