@@ -94,8 +94,9 @@ TEST(IsaDispatch, Sse41ConversionsMatchReference) {
 }
 
 TEST(IsaDispatch, Avx2ConversionsMatchReference) {
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("f16c")) {
-    GTEST_SKIP() << "this CPU has no AVX2+F16C";
+  // (clang has no "f16c" here; Halide's dispatch checks F16C itself.)
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    GTEST_SKIP() << "this CPU has no AVX2+FMA";
   }
   expect_variant_converts_like_reference(without_feature<halide_target_feature_avx512>);
 }

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "reference/half_reference.h"
 
 namespace attention_test {
 
@@ -112,15 +113,6 @@ enum class Domain { Linear, Log };
                                              const std::vector<double>& expected,
                                              const std::vector<int64_t>& shape,
                                              Domain domain = Domain::Linear);
-
-// Half precision (Float16, BFloat16): reference conversions, round to nearest even (beyond
-// Float16's range ±inf; NaN stays a quiet NaN of the same sign).
-uint16_t to_half_bits(float value, attention::DType dtype);
-float from_half_bits(uint16_t bits, attention::DType dtype);
-inline float round_to(attention::DType dtype, float value) {
-  return dtype == attention::DType::Float32 ? value
-                                            : from_half_bits(to_half_bits(value, dtype), dtype);
-}
 
 // The conversion kernels (attention::convert_dtype's) against the reference conversions: every
 // half value widened; special, boundary and random values rounded (half_precision_test.cpp).

@@ -5,7 +5,9 @@
 // out-of-bounds access or undefined behaviour anywhere in the call aborts the run.
 //
 // All views point into one pool, so they overlap freely. A descriptor that looks valid but reaches
-// outside the pool is skipped: the library cannot know where a caller's allocation ends.
+// outside the pool is skipped: the library cannot know where a caller's allocation ends. Views
+// may be Float16 or BFloat16 (2-byte elements from the same pointer): the pool's pattern is made
+// of floats whose two 16-bit halves are moderate values in both half formats too.
 #include <array>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "reference/half_reference.h"
 #include "reference/sdpa_reference.h"
 
 namespace {
@@ -64,14 +67,19 @@ TensorView draw_view(Bytes& in, float* pool) {
   const uint16_t offset = in.take<uint16_t>();
   t.data = (mode & 64) && offset % 17 == 0 ? nullptr : pool + offset % kPool;
   if (mode & 128) {
-    t.dtype = static_cast<attention::DType>(in.take<uint8_t>() % 3);
+    t.dtype = static_cast<attention::DType>(in.take<uint8_t>() % 5);
     t.device = static_cast<attention::Device>(in.take<uint8_t>() % 3);
   }
   return t;
 }
 
-// Element offsets (from the pool's start) a plausible view touches; false when the view is not
-// plausible (the library must reject it) or empty.
+bool is_half(const TensorView& t) {
+  return t.dtype == attention::DType::Float16 || t.dtype == attention::DType::BFloat16;
+}
+
+// Element offsets (in floats, from the pool's start; a half view's reach counted in floats too,
+// which over-states it) a plausible view touches; false when the view is not plausible (the
+// library must reject it) or empty.
 bool span_in_pool(const TensorView& t, const float* pool, int64_t* lo, int64_t* hi) {
   if (t.data == nullptr || t.rank < 1 || t.rank > attention::kMaxRank) return false;
   *lo = *hi = static_cast<const float*>(t.data) - pool;
@@ -103,23 +111,55 @@ void for_each_offset(const TensorView& t, Visit&& visit) {
           visit(a * strides[0] + b * strides[1] + c * strides[2] + d * strides[3]);
 }
 
+// The view's values in row-major order (half elements widened).
 std::vector<float> dense(const TensorView& t) {
   std::vector<float> values;
-  const auto* base = static_cast<const float*>(t.data);
-  for_each_offset(t, [&](int64_t offset) { values.push_back(base[offset]); });
+  const auto* base = static_cast<const char*>(t.data);
+  for_each_offset(t, [&](int64_t offset) {
+    if (is_half(t)) {
+      uint16_t bits;
+      std::memcpy(&bits, base + 2 * offset, sizeof bits);
+      values.push_back(from_half_bits(bits, t.dtype));
+    } else {
+      float value;
+      std::memcpy(&value, base + 4 * offset, sizeof value);
+      values.push_back(value);
+    }
+  });
   return values;
 }
 
-void mark(const TensorView& t, const float* pool, std::vector<bool>& written) {
-  if (t.data == nullptr) return;  // an empty view (null data is allowed there)
-  const int64_t base = static_cast<const float*>(t.data) - pool;
-  for_each_offset(t, [&](int64_t offset) { written[base + offset] = true; });
+// A dense fp32 copy of an input view (the reference reads it).
+TensorView widened(const TensorView& t, std::vector<float>& storage) {
+  storage = dense(t);
+  TensorView view = t;
+  view.dtype = attention::DType::Float32;
+  view.data = storage.data();
+  int64_t stride = 1;
+  for (int d = t.rank - 1; d >= 0; --d) {
+    view.strides[d] = stride;
+    stride *= t.shape[d];
+  }
+  return view;
 }
 
-// DESIGN.md's fp32 rule; NaN must match NaN (inputs are finite here, so none is expected).
-void expect_close(const std::vector<float>& got, const std::vector<double>& want) {
+// Marks the bytes of the pool a view's elements cover.
+void mark(const TensorView& t, const float* pool, std::vector<bool>& written) {
+  if (t.data == nullptr) return;  // an empty view (null data is allowed there)
+  const int64_t size = is_half(t) ? 2 : 4;
+  const int64_t base = static_cast<const char*>(t.data) - reinterpret_cast<const char*>(pool);
+  for_each_offset(t, [&](int64_t offset) {
+    for (int64_t byte = 0; byte < size; ++byte) written[base + offset * size + byte] = true;
+  });
+}
+
+// DESIGN.md's fp32 rule, or for an output stored in a half type `half` the half rule (2x the
+// rounding error of the reference to that type, plus a floor); NaN must match NaN (inputs are
+// finite here, so none is expected).
+void expect_close(const std::vector<float>& got, const std::vector<double>& want,
+                  attention::DType half = attention::DType::Float32) {
   if (got.size() != want.size()) fail("result size differs from the reference");
-  double max_ref = 0, max_err = 0, err2 = 0, ref2 = 0;
+  double max_ref = 0, max_err = 0, err2 = 0, ref2 = 0, max_rounding = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     if (std::isnan(want[i]) || std::isinf(want[i])) {
       if (!(std::isnan(want[i]) ? std::isnan(got[i]) : got[i] == want[i]))
@@ -130,11 +170,17 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
     const double err = std::abs(got[i] - want[i]);
     max_ref = std::max(max_ref, std::abs(want[i]));
     max_err = std::max(max_err, err);
+    max_rounding =
+        std::max(max_rounding, std::abs(double(round_to(half, float(want[i]))) - want[i]));
     err2 += err * err;
     ref2 += want[i] * want[i];
   }
-  if (max_err > 2e-5 * std::max(1.0, max_ref)) fail("max abs error beyond tolerance");
-  if (ref2 > 0 && std::sqrt(err2 / ref2) > 1e-5) fail("relative L2 error beyond tolerance");
+  if (half == attention::DType::Float32) {
+    if (max_err > 2e-5 * std::max(1.0, max_ref)) fail("max abs error beyond tolerance");
+    if (ref2 > 0 && std::sqrt(err2 / ref2) > 1e-5) fail("relative L2 error beyond tolerance");
+  } else if (max_err > 2 * max_rounding + 1e-5 * std::max(1.0, max_ref)) {
+    fail("max abs error beyond the half tolerance (2x the output's rounding + floor)");
+  }
 }
 
 // How the calls ended, printed at exit so a run shows that both paths were exercised.
@@ -152,8 +198,17 @@ struct Outcomes {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static std::vector<float> pattern = [] {
+    // Each float's upper half is 0x3f00-0x3f7f or its negative (fp32 ±[0.5, 1), f16 ±1.75-1.87,
+    // bf16 ±[0.5, 1)); its lower half 0x3800-0x3bff or its negative (f16 ±[0.5, 1), bf16 ~3e-5).
     std::vector<float> values(kPool);
-    for (int64_t i = 0; i < kPool; ++i) values[i] = float((i * 7919) % 2001) / 1000.0f - 1.0f;
+    for (int64_t i = 0; i < kPool; ++i) {
+      const auto a = static_cast<uint32_t>((i * 7919) % 256),
+                 b = static_cast<uint32_t>((i * 104729) % 2048);
+      const uint32_t upper = (a & 0x80u) << 8 | 0x3f00u | (a & 0x7fu);
+      const uint32_t lower = (b & 0x400u) << 5 | 0x3800u | (b & 0x3ffu);
+      const uint32_t bits = upper << 16 | lower;
+      std::memcpy(&values[i], &bits, sizeof bits);
+    }
     return values;
   }();
   std::vector<float> pool = pattern;
@@ -184,24 +239,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     ++outcomes.rejected;
     return 0;
   }
-  std::vector<bool> written(kPool, false);
+  std::vector<bool> written(kPool * sizeof(float), false);
   mark(out, pool.data(), written);
   if (options.logsumexp.data != nullptr) mark(options.logsumexp, pool.data(), written);
-  for (int64_t i = 0; i < kPool; ++i) {
-    if (!written[i] && std::memcmp(&pool[i], &pattern[i], sizeof(float)) != 0) {
-      fail("a call wrote outside its outputs");
-    }
+  const auto* now = reinterpret_cast<const unsigned char*>(pool.data());
+  const auto* before = reinterpret_cast<const unsigned char*>(pattern.data());
+  for (size_t i = 0; i < written.size(); ++i) {
+    if (!written[i] && now[i] != before[i]) fail("a call wrote outside its outputs");
   }
-  // The reference reads the inputs from the original pattern (outputs never overlap inputs).
-  auto original = [&](const TensorView& t) {
+  // The reference reads the inputs from the original pattern (outputs never overlap inputs), as
+  // fp32 (half inputs widened).
+  auto original = [&](const TensorView& t, std::vector<float>& storage) {
     TensorView view = t;
     if (t.data != nullptr) view.data = pattern.data() + (static_cast<float*>(t.data) - pool.data());
-    return view;
+    return widened(view, storage);
   };
+  std::vector<float> q32, k32, v32;
   std::vector<double> want_out, want_lse;
   const double scale = options.scale ? double(*options.scale) : 1.0 / std::sqrt(double(q.shape[3]));
-  reference_sdpa(original(q), original(k), original(v), scale, &want_out, &want_lse);
-  expect_close(dense(out), want_out);
+  reference_sdpa(original(q, q32), original(k, k32), original(v, v32), scale, &want_out, &want_lse);
+  expect_close(dense(out), want_out, out.dtype);
   if (options.logsumexp.data != nullptr) expect_close(dense(options.logsumexp), want_lse);
   ++outcomes.computed;
   return 0;
