@@ -185,12 +185,14 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
 
 // How the calls ended, printed at exit so a run shows that both paths were exercised.
 struct Outcomes {
-  int64_t skipped = 0, rejected = 0, computed = 0;
+  int64_t skipped = 0, rejected = 0, computed = 0, computed_half = 0;
   ~Outcomes() {
     std::fprintf(stderr,
                  "sdpa_api_fuzzer: %lld calls rejected cleanly, %lld computed and matched the "
-                 "reference, %lld inputs skipped (views outside the pool)\n",
-                 (long long)rejected, (long long)computed, (long long)skipped);
+                 "reference (%lld with a Float16/BFloat16 tensor), %lld inputs skipped (views "
+                 "outside the pool)\n",
+                 (long long)rejected, (long long)computed, (long long)computed_half,
+                 (long long)skipped);
   }
 } outcomes;
 
@@ -261,5 +263,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   expect_close(dense(out), want_out, out.dtype);
   if (options.logsumexp.data != nullptr) expect_close(dense(options.logsumexp), want_lse);
   ++outcomes.computed;
+  outcomes.computed_half += is_half(q) || is_half(k) || is_half(v) || is_half(out);
   return 0;
 }
