@@ -2,11 +2,11 @@
 #                              [SCHEDULE <key=value>...])
 #
 # Generates, at the application's build time, the attention kernels KERNELS (attention-gen --list:
-# sdpa, masked_sdpa, mha) for the Halide TARGETS (best first; one architecture, that of the
-# application's toolchain) and makes <name> a target to link beside attention::attention: the
+# sdpa, masked_sdpa, mha, sdpa_f16kv, sdpa_bf16kv) for the Halide TARGETS (best first; one
+# architecture, that of the application's toolchain) and makes <name> a target to link beside attention::attention: the
 # library's calls then run these kernels (attention/kernel_library.h). SCHEDULE takes the tiling
-# parameters of the sdpa and masked_sdpa kernels (key_chunk=64, ...) and autoscheduler=<name> for
-# the sdpa kernels. The kernels live in namespace <name>; <name>.h declares
+# parameters of the sdpa, masked_sdpa and half-cache kernels (key_chunk=64, ...) and
+# autoscheduler=<name> for the sdpa kernels. The kernels live in namespace <name>; <name>.h declares
 # <name>::register_kernels(), which reports whether this CPU can use them (they are registered
 # before the first call anyway).
 #

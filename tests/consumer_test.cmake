@@ -81,7 +81,7 @@ run("${WORK_DIR}/cmake-build/consumer_generated")
 
 # 2. The tool by hand, with the function's inputs: the same bytes.
 set(gen "${prefix}/bin/attention-gen")
-run("${gen}" --name consumer_kernels --kernels sdpa --targets "${KERNEL_TARGETS}"
+run("${gen}" --name consumer_kernels --kernels sdpa,sdpa_bf16kv --targets "${KERNEL_TARGETS}"
     --out "${WORK_DIR}/by-hand")
 file(GLOB generated RELATIVE "${WORK_DIR}/by-hand" "${WORK_DIR}/by-hand/*")
 list(LENGTH generated count)

@@ -16,6 +16,10 @@
 #include "kernel_choice.h"
 #include "kernel_slots.h"
 #include "kernel_table.h"
+#include "sdpa_bf16kv_decode.h"
+#include "sdpa_bf16kv_masked_decode.h"
+#include "sdpa_f16kv_decode.h"
+#include "sdpa_f16kv_masked_decode.h"
 
 namespace attention {
 namespace detail {
@@ -57,6 +61,14 @@ const Role kRoles[] = {
        set_slot(r.sdpa.masked.decode, fn, n);
        r.builtin_masked = false;
      }},
+    {"sdpa_f16kv_decode", sdpa_f16kv_decode_metadata, false,
+     [](CpuRows& r, void (*fn)(), const char* n) { set_slot(r.f16kv.plain, fn, n); }},
+    {"sdpa_f16kv_masked_decode", sdpa_f16kv_masked_decode_metadata, false,
+     [](CpuRows& r, void (*fn)(), const char* n) { set_slot(r.f16kv.masked, fn, n); }},
+    {"sdpa_bf16kv_decode", sdpa_bf16kv_decode_metadata, false,
+     [](CpuRows& r, void (*fn)(), const char* n) { set_slot(r.bf16kv.plain, fn, n); }},
+    {"sdpa_bf16kv_masked_decode", sdpa_bf16kv_masked_decode_metadata, false,
+     [](CpuRows& r, void (*fn)(), const char* n) { set_slot(r.bf16kv.masked, fn, n); }},
     {"mha_f32", mha_f32_metadata, true,
      [](CpuRows& r, void (*fn)(), const char* n) { set_slot(r.mha.plain, fn, n); }},
     {"mha_f32_masked", mha_f32_masked_metadata, true,
@@ -71,10 +83,11 @@ const Role* find_role(const char* name) {
 }
 
 std::string type_name(const halide_type_t& t) {
-  const char* code = t.code == halide_type_int     ? "int"
-                     : t.code == halide_type_uint  ? "uint"
-                     : t.code == halide_type_float ? "float"
-                                                   : "handle";
+  const char* code = t.code == halide_type_int      ? "int"
+                     : t.code == halide_type_uint   ? "uint"
+                     : t.code == halide_type_float  ? "float"
+                     : t.code == halide_type_bfloat ? "bfloat"
+                                                    : "handle";
   return code + std::to_string(t.bits) + (t.lanes > 1 ? "x" + std::to_string(t.lanes) : "");
 }
 

@@ -39,7 +39,9 @@ namespace {
 const CpuRows kBuiltinCpu{
     {{ATTENTION_SLOT(sdpa_f32_prefill), ATTENTION_SLOT(sdpa_f32_decode)},
      {ATTENTION_SLOT(sdpa_f32_masked_prefill), ATTENTION_SLOT(sdpa_f32_masked_decode)}},
-    {ATTENTION_SLOT(mha_f32), ATTENTION_SLOT(mha_f32_masked)}};
+    {ATTENTION_SLOT(mha_f32), ATTENTION_SLOT(mha_f32_masked)},
+    {ATTENTION_SLOT(sdpa_f16kv_decode), ATTENTION_SLOT(sdpa_f16kv_masked_decode)},
+    {ATTENTION_SLOT(sdpa_bf16kv_decode), ATTENTION_SLOT(sdpa_bf16kv_masked_decode)}};
 #if ATTENTION_GPU
 const SdpaRow kSdpaCuda{
     {ATTENTION_SLOT(sdpa_f32_prefill_cuda), ATTENTION_SLOT(sdpa_f32_decode_cuda)},
@@ -51,10 +53,6 @@ const SdpaRow kSdpaOpenCl{
 const MhaRow kMhaCuda{ATTENTION_SLOT(mha_f32_cuda), ATTENTION_SLOT(mha_f32_masked_cuda)};
 const MhaRow kMhaOpenCl{ATTENTION_SLOT(mha_f32_opencl), ATTENTION_SLOT(mha_f32_masked_opencl)};
 #endif
-const HalfKvDecodeRow kF16KvDecode{ATTENTION_SLOT(sdpa_f16kv_decode),
-                                   ATTENTION_SLOT(sdpa_f16kv_masked_decode)};
-const HalfKvDecodeRow kBf16KvDecode{ATTENTION_SLOT(sdpa_bf16kv_decode),
-                                    ATTENTION_SLOT(sdpa_bf16kv_masked_decode)};
 const TilingPair<decltype(&additive_f32_prefill)> kAdditive{ATTENTION_SLOT(additive_f32_prefill),
                                                             ATTENTION_SLOT(additive_f32_decode)};
 const TilingPair<decltype(&nadaraya_watson_f32_prefill)> kNadarayaWatson{
@@ -192,7 +190,8 @@ const MhaRow& mha_row(Run run) {
 const TilingPair<decltype(&additive_f32_prefill)>& additive_row() { return kAdditive; }
 
 const HalfKvDecodeRow* half_kv_decode_row(DType kv) {
-  return kv == DType::Float16 ? &kF16KvDecode : kv == DType::BFloat16 ? &kBf16KvDecode : nullptr;
+  const CpuRows& rows = cpu_rows();
+  return kv == DType::Float16 ? &rows.f16kv : kv == DType::BFloat16 ? &rows.bf16kv : nullptr;
 }
 
 const char* half_kv_decode_kernel(DType kv, DType v, bool masked, int64_t B, int64_t H, int64_t Sq,
@@ -306,7 +305,7 @@ std::vector<KernelSlotInfo> kernel_slots() {
     slots.push_back({"mha", backend, "masked", mha.masked.name});
   }
   for (const auto& [family, row] :
-       {std::pair{"sdpa_f16kv", &kF16KvDecode}, {"sdpa_bf16kv", &kBf16KvDecode}}) {
+       {std::pair{"sdpa_f16kv", &kBuiltinCpu.f16kv}, {"sdpa_bf16kv", &kBuiltinCpu.bf16kv}}) {
     slots.push_back({family, "cpu", "decode", row->plain.name});
     slots.push_back({family, "cpu", "masked_decode", row->masked.name});
   }

@@ -54,7 +54,8 @@ struct HalfKvDecodeRow {
   KernelSlot<decltype(&sdpa_f32_decode)> plain;
   KernelSlot<decltype(&sdpa_f32_masked_decode)> masked;
 };
-// The row for k and v of `kv`; nullptr unless it is Float16 or BFloat16.
+// The row for k and v of `kv` (built-in or from a registered library); nullptr unless it is
+// Float16 or BFloat16.
 const HalfKvDecodeRow* half_kv_decode_row(DType kv);
 // The half-KV decode kernel a CPU call with k of `kv` and v of `v` runs (the fp32 kernels' rule,
 // with it as the decode side), its split in *choice; nullptr when the call widens k and v instead
@@ -84,6 +85,7 @@ struct TunedSlot {
 struct CpuRows {
   SdpaRow sdpa;
   MhaRow mha;
+  HalfKvDecodeRow f16kv, bf16kv;
   bool builtin_plain = true, builtin_masked = true;
 };
 const CpuRows& builtin_cpu_rows();  // kernel_table.cpp

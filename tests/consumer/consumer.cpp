@@ -10,6 +10,7 @@
 #include <attention/attention.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <random>
@@ -61,20 +62,40 @@ void expect_close(const char* what, const std::vector<float>& got, const std::ve
 }
 
 // Grouped-query SDPA, bottom-right causal or unmasked.
-void check_sdpa(std::mt19937& rng, bool causal, int Sq, const char* what) {
+// `bf16_cache`: k and v stored as BFloat16 (converted with attention::convert_dtype; the
+// reference reads the rounded values), q and out fp32.
+void check_sdpa(std::mt19937& rng, bool causal, int Sq, const char* what, bool bf16_cache = false) {
   const int B = 2, H = 4, Hkv = 2, Sk = 53, D = 64, Dv = 48;
   const std::vector<float> q = random_values(size_t(B) * H * Sq * D, rng);
-  const std::vector<float> k = random_values(size_t(B) * Hkv * Sk * D, rng);
-  const std::vector<float> v = random_values(size_t(B) * Hkv * Sk * Dv, rng);
+  std::vector<float> k = random_values(size_t(B) * Hkv * Sk * D, rng);
+  std::vector<float> v = random_values(size_t(B) * Hkv * Sk * Dv, rng);
   std::vector<float> out(size_t(B) * H * Sq * Dv, kPoison), lse(size_t(B) * H * Sq, kPoison);
   attention::SdpaOptions options;
   if (causal) options.mask.causal = attention::Causal::BottomRight;
   options.logsumexp = attention::TensorView::contiguous(lse.data(), {B, H, Sq});
   std::vector<float> qc = q, kc = k, vc = v;  // the API takes float*: keep the inputs pristine
+  attention::TensorView kv[2] = {attention::TensorView::contiguous(kc.data(), {B, Hkv, Sk, D}),
+                                 attention::TensorView::contiguous(vc.data(), {B, Hkv, Sk, Dv})};
+  std::vector<uint16_t> half[2];
+  if (bf16_cache) {
+    std::vector<float>* rounded[2] = {&k, &v};
+    for (int t = 0; t < 2; ++t) {
+      const auto n = static_cast<int64_t>(rounded[t]->size());
+      half[t].resize(rounded[t]->size());
+      const attention::TensorView flat = attention::TensorView::contiguous(rounded[t]->data(), {n});
+      const attention::TensorView flat16 =
+          attention::TensorView::contiguous(half[t].data(), attention::DType::BFloat16, {n});
+      if (!attention::convert_dtype(flat, flat16) || !attention::convert_dtype(flat16, flat)) {
+        std::printf("convert_dtype failed\n");
+        ++failures;
+        return;
+      }
+      kv[t].data = half[t].data();
+      kv[t].dtype = attention::DType::BFloat16;
+    }
+  }
   const attention::Status status = attention::scaled_dot_product_attention(
-      attention::TensorView::contiguous(qc.data(), {B, H, Sq, D}),
-      attention::TensorView::contiguous(kc.data(), {B, Hkv, Sk, D}),
-      attention::TensorView::contiguous(vc.data(), {B, Hkv, Sk, Dv}),
+      attention::TensorView::contiguous(qc.data(), {B, H, Sq, D}), kv[0], kv[1],
       attention::TensorView::contiguous(out.data(), {B, H, Sq, Dv}), options);
   if (!status) {
     std::printf("scaled_dot_product_attention failed: %s\n", status.message().c_str());
@@ -243,7 +264,7 @@ void check_app_pipeline(std::mt19937& rng) {
 
 #if CONSUMER_GENERATED
 // The generated library is registered (or refused, by a CPU that runs none of its targets: the
-// built-in kernels then serve) and serves the unmasked SDPA calls.
+// built-in kernels then serve) and serves the unmasked SDPA calls, decode over a bf16 cache too.
 void check_generated_library() {
   const attention::Status registered = consumer_kernels::register_kernels();
   bool listed = false;
@@ -256,16 +277,19 @@ void check_generated_library() {
   }
   const std::string prefill = attention::sdpa_kernel_name(2, 4, 37, 53, 64);
   const std::string decode = attention::sdpa_kernel_name(2, 4, 1, 53, 64);
+  const std::string bf16_decode =
+      attention::sdpa_kernel_name(2, 4, 1, 53, 64, false, attention::DType::BFloat16);
   const bool generated = prefill == "consumer_kernels::sdpa_f32_prefill" &&
-                         decode == "consumer_kernels::sdpa_f32_decode";
-  const bool builtin = prefill.find("consumer_kernels") == std::string::npos &&
-                       decode.find("consumer_kernels") == std::string::npos;
+                         decode == "consumer_kernels::sdpa_f32_decode" &&
+                         bf16_decode == "consumer_kernels::sdpa_bf16kv_decode";
+  const bool builtin =
+      (prefill + decode + bf16_decode).find("consumer_kernels") == std::string::npos;
   const bool ok =
       listed &&
       (registered.ok() ? generated
                        : registered.code() == attention::StatusCode::Unsupported && builtin);
-  std::printf("%-34s %s, %s: %s\n", "generated kernels serve SDPA", prefill.c_str(), decode.c_str(),
-              ok ? "ok" : "FAILED");
+  std::printf("%-34s %s, %s, %s: %s\n", "generated kernels serve SDPA", prefill.c_str(),
+              decode.c_str(), bf16_decode.c_str(), ok ? "ok" : "FAILED");
   failures += !ok;
 }
 #endif
@@ -289,6 +313,7 @@ int main() {
   check_generated_library();
   check_sdpa(rng, false, 37, "(GQA, prefill)");
   check_sdpa(rng, false, 1, "(GQA, decode)");
+  check_sdpa(rng, false, 1, "(GQA, decode, bf16 cache)", true);
 #endif
   check_sdpa(rng, true, 37, "(GQA, causal)");
   check_mha(rng);
