@@ -303,6 +303,7 @@ void HalfCopy::write_back() {
            << actual.size() << " elements, reference has " << expected.size();
   }
   double max_abs_reference = 0.0, max_error = 0.0, rounding_error = 0.0;
+  double error_squares = 0.0, reference_squares = 0.0;
   size_t worst = 0, first_bad = 0;
   int64_t bad = 0;
   for (size_t i = 0; i < actual.size(); ++i) {
@@ -320,13 +321,19 @@ void HalfCopy::write_back() {
         std::max(rounding_error, std::abs(round_to(dtype, static_cast<float>(want)) - want));
     const double error = std::abs(got - want);
     if (error > max_error) max_error = error, worst = i;
+    error_squares += error * error;
+    reference_squares += want * want;
   }
   const double limit = 2.0 * rounding_error + 1e-5 * std::max(1.0, max_abs_reference);
-  const bool ok = bad == 0 && max_error <= limit;
+  // DESIGN.md's rule for half storage too: relative L2 error <= 1e-2.
+  const double relative =
+      reference_squares > 0.0 ? std::sqrt(error_squares / reference_squares) : 0.0;
+  const bool ok = bad == 0 && max_error <= limit && relative <= 1e-2;
   ::testing::AssertionResult result =
       ok ? ::testing::AssertionSuccess() : ::testing::AssertionFailure();
   result << std::setprecision(9) << "max abs error " << max_error << " (limit " << limit
-         << " = 2 x rounding error " << rounding_error << " + floor)";
+         << " = 2 x rounding error " << rounding_error << " + floor), relative L2 error "
+         << relative << " (limit 0.01)";
   if (!actual.empty()) {
     result << " at " << format_index(worst, shape) << ": got " << actual[worst] << ", reference "
            << expected[worst];
