@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -50,8 +51,12 @@ Strides5 contiguous_bhsd(int64_t h, int64_t group, int64_t s, int64_t d) {
 }
 
 OneDnnAttention::OneDnnAttention(const OneDnnLayout& layout, float scale, const float* mask,
-                                 int64_t workspace_bytes)
-    : layout_(layout), mask_(mask), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
+                                 bool bf16, int64_t workspace_bytes)
+    : layout_(layout),
+      mask_(mask),
+      engine_(dnnl::engine::kind::cpu, 0),
+      stream_(engine_),
+      element_bytes_(bf16 ? 2 : 4) {
   const OneDnnLayout& l = layout;
   if (l.mask_planes > 0 && l.group != 1)
     throw std::invalid_argument("OneDnnAttention: a mask needs one query head per kv head");
@@ -76,14 +81,20 @@ OneDnnAttention::OneDnnAttention(const OneDnnLayout& layout, float scale, const 
 
   const int64_t cb = chunk_batches_, ch = chunk_heads_;
   auto md = [](const Dims& dims, const Dims& strides) { return memory::desc(dims, kF32, strides); };
-  q_md_ = md({cb, ch, l.group, l.sq, l.d}, {l.q[0], l.q[1], l.q[2], l.q[3], l.q[4]});
-  out_md_ = md({cb, ch, l.group, l.sq, l.d}, {l.out[0], l.out[1], l.out[2], l.out[3], l.out[4]});
+  const auto io = bf16 ? memory::data_type::bf16 : kF32;
+  auto io_md = [&](const Dims& dims, const Dims& strides) {
+    return memory::desc(dims, io, strides);
+  };
+  q_md_ = io_md({cb, ch, l.group, l.sq, l.d}, {l.q[0], l.q[1], l.q[2], l.q[3], l.q[4]});
+  out_md_ = io_md({cb, ch, l.group, l.sq, l.d}, {l.out[0], l.out[1], l.out[2], l.out[3], l.out[4]});
   // Kᵀ as [.., D, Sk] and V as [.., Sk, D], their group dimension 1: broadcast over the group.
-  k_md_ = md({cb, ch, 1, l.d, l.sk}, {l.k[0], l.k[1], l.k[1], 1, l.k[3]});
-  v_md_ = md({cb, ch, 1, l.sk, l.d}, {l.v[0], l.v[1], l.v[1], l.v[3], 1});
+  k_md_ = io_md({cb, ch, 1, l.d, l.sk}, {l.k[0], l.k[1], l.k[1], 1, l.k[3]});
+  v_md_ = io_md({cb, ch, 1, l.sk, l.d}, {l.v[0], l.v[1], l.v[1], l.v[3], 1});
   const Dims scores_dims = {cb, ch, l.group, l.sq, l.sk};
   scores_md_ = md(scores_dims, contiguous_strides(scores_dims));
+  probs_md_ = io_md(scores_dims, contiguous_strides(scores_dims));
   workspace_.resize(cb * ch * l.group * l.sq * l.sk);
+  if (bf16) probs_.resize(workspace_.size());
 
   dnnl::primitive_attr scores_attr;
   scores_attr.set_output_scales(0, {scale});
@@ -97,7 +108,10 @@ OneDnnAttention::OneDnnAttention(const OneDnnLayout& layout, float scale, const 
   scores_ = make_matmul(engine_, q_md_, k_md_, scores_md_, scores_attr);
   softmax_ = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
       dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, scores_md_, 4), engine_));
-  values_ = make_matmul(engine_, scores_md_, v_md_, out_md_);
+  values_ = make_matmul(engine_, probs_md_, v_md_, out_md_);
+  if (bf16)
+    to_probs_ =
+        dnnl::reorder(dnnl::reorder::primitive_desc(engine_, scores_md_, engine_, probs_md_));
 
   hidden_rows_.resize(l.mask_planes);
   for (int64_t p = 0; p < l.mask_planes; ++p) {
@@ -109,19 +123,25 @@ OneDnnAttention::OneDnnAttention(const OneDnnLayout& layout, float scale, const 
   }
 }
 
-void OneDnnAttention::run(const float* q, const float* k, const float* v, float* out, int threads) {
+void OneDnnAttention::run(const void* q, const void* k, const void* v, void* out, int threads) {
   omp_set_num_threads(threads);
   const OneDnnLayout& l = layout_;
+  const bool bf16 = !probs_.empty();
   memory q_mem(q_md_, engine_, nullptr), k_mem(k_md_, engine_, nullptr),
       v_mem(v_md_, engine_, nullptr), out_mem(out_md_, engine_, nullptr),
       scores_mem(scores_md_, engine_, workspace_.data());
+  memory probs_mem = bf16 ? memory(probs_md_, engine_, probs_.data()) : scores_mem;
+  // Element offsets into the caller's arrays, whatever their element type.
+  auto at = [&](const void* base, int64_t offset) {
+    return static_cast<char*>(const_cast<void*>(base)) + offset * element_bytes_;
+  };
   for (int64_t b = 0; b < l.b; b += chunk_batches_) {
     for (int64_t h = 0; h < l.hkv; h += chunk_heads_) {
-      q_mem.set_data_handle(mutable_data(q + b * l.q[0] + h * l.q[1]));
-      k_mem.set_data_handle(mutable_data(k + b * l.k[0] + h * l.k[1]));
-      v_mem.set_data_handle(mutable_data(v + b * l.v[0] + h * l.v[1]));
-      float* out_chunk = out + b * l.out[0] + h * l.out[1];
-      out_mem.set_data_handle(out_chunk);
+      q_mem.set_data_handle(at(q, b * l.q[0] + h * l.q[1]));
+      k_mem.set_data_handle(at(k, b * l.k[0] + h * l.k[1]));
+      v_mem.set_data_handle(at(v, b * l.v[0] + h * l.v[1]));
+      const int64_t out_chunk = b * l.out[0] + h * l.out[1];
+      out_mem.set_data_handle(at(out, out_chunk));
       std::unordered_map<int, memory> scores_args = {
           {DNNL_ARG_SRC, q_mem}, {DNNL_ARG_WEIGHTS, k_mem}, {DNNL_ARG_DST, scores_mem}};
       const int64_t plane = l.mask_planes == 0 ? 0 : b % l.mask_planes;
@@ -131,15 +151,16 @@ void OneDnnAttention::run(const float* q, const float* k, const float* v, float*
       }
       scores_.execute(stream_, scores_args);
       softmax_.execute(stream_, {{DNNL_ARG_SRC, scores_mem}, {DNNL_ARG_DST, scores_mem}});
+      if (bf16) to_probs_.execute(stream_, scores_mem, probs_mem);
       values_.execute(
-          stream_,
-          {{DNNL_ARG_SRC, scores_mem}, {DNNL_ARG_WEIGHTS, v_mem}, {DNNL_ARG_DST, out_mem}});
+          stream_, {{DNNL_ARG_SRC, probs_mem}, {DNNL_ARG_WEIGHTS, v_mem}, {DNNL_ARG_DST, out_mem}});
       stream_.wait();
       if (l.mask_planes == 0) continue;
       for (int64_t cb = 0; cb < chunk_batches_; ++cb)
         for (int64_t ch = 0; ch < chunk_heads_; ++ch)
           for (int64_t i : hidden_rows_[plane])
-            std::fill_n(out_chunk + cb * l.out[0] + ch * l.out[1] + i * l.out[3], l.d, 0.f);
+            std::memset(at(out, out_chunk + cb * l.out[0] + ch * l.out[1] + i * l.out[3]), 0,
+                        l.d * element_bytes_);  // +0.0 in fp32 and bf16 alike
     }
   }
 }

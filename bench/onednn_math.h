@@ -30,11 +30,13 @@ Strides5 contiguous_bhsd(int64_t h, int64_t group, int64_t s, int64_t d);
 class OneDnnAttention {
  public:
   // mask: [mask_planes, Sq, Sk] additive (0 or -inf), read once here for the fully hidden rows
-  // and at every run(); may be null when mask_planes == 0.
-  OneDnnAttention(const OneDnnLayout& layout, float scale, const float* mask,
+  // and at every run(); may be null when mask_planes == 0. bf16: q, k, v and out are bf16 (as a
+  // framework's bf16 model passes them): the matmuls take bf16 operands with fp32 scores, the
+  // softmax runs in fp32 and its output is reordered to bf16 for P·V.
+  OneDnnAttention(const OneDnnLayout& layout, float scale, const float* mask, bool bf16 = false,
                   int64_t workspace_bytes = int64_t(16) << 20);
-  // threads: OpenMP threads for oneDNN's primitives.
-  void run(const float* q, const float* k, const float* v, float* out, int threads);
+  // threads: OpenMP threads for oneDNN's primitives. Pointers to float, or to bf16 elements.
+  void run(const void* q, const void* k, const void* v, void* out, int threads);
 
  private:
   OneDnnLayout layout_;
@@ -45,8 +47,11 @@ class OneDnnAttention {
   dnnl::stream stream_;
   dnnl::matmul scores_, values_;
   dnnl::softmax_forward softmax_;
-  dnnl::memory::desc q_md_, k_md_, v_md_, out_md_, scores_md_, mask_md_;
+  dnnl::reorder to_probs_;  // bf16 only: softmax output (fp32) -> P (bf16)
+  dnnl::memory::desc q_md_, k_md_, v_md_, out_md_, scores_md_, probs_md_, mask_md_;
+  int64_t element_bytes_ = 4;
   std::vector<float> workspace_;
+  std::vector<uint16_t> probs_;
 };
 
 // A plain fp32 matmul with bias through oneDNN: y [rows, n] = x [rows, k] · Wᵀ + bias, W [n, k].

@@ -1,8 +1,8 @@
 // Benchmarks attention::scaled_dot_product_attention (CPU; fp32, and as ours_f16 / ours_bf16 with
 // q, k, v and out in Float16 / BFloat16) against, in the same run:
 //   - the "math path" a framework takes on CPU, S = scale·Q·Kᵀ, row softmax, O = P·V, twice:
-//     with oneDNN's matmul and softmax primitives (onednn_math.h; the strongest CPU peer) and with
-//     per-(batch, head) OpenBLAS sgemm calls;
+//     with oneDNN's matmul and softmax primitives (onednn_math.h; the strongest CPU peer; also in
+//     bf16, onednn_math_bf16) and with per-(batch, head) OpenBLAS sgemm calls;
 //   - naive loops (small shapes and decode only);
 //   - an FMA probe: the arithmetic peak of the ISA variant our kernels run (the same multi-target
 //     dispatch picks it), and a square sgemm probe, what OpenBLAS reaches on this machine;
@@ -482,8 +482,9 @@ void BM_OpenBlasMath(benchmark::State& state, Shape shape) {
   report(state, p, "openblas_math");
 }
 
-// The oneDNN math path over all heads (onednn_math.h), on oneDNN's own OpenMP threads.
-void BM_OneDnnMath(benchmark::State& state, Shape shape) {
+// The oneDNN math path over all heads (onednn_math.h), on oneDNN's own OpenMP threads; with
+// `bf16`, q, k, v and out in BFloat16 (the peer of ours_bf16).
+void run_onednn(benchmark::State& state, Shape shape, bool bf16) {
   Problem& p = problem_for(shape);
   const Shape& s = p.shape;
   const int64_t group = s.h / s.hkv;
@@ -498,22 +499,42 @@ void BM_OneDnnMath(benchmark::State& state, Shape shape) {
                                       bench::contiguous_bhsd(s.hkv, 1, s.sk, s.d),
                                       bench::contiguous_bhsd(s.h, group, s.sq, s.d),
                                       p.mask_planes};
-  bench::OneDnnAttention onednn(layout, default_scale(s), p.additive.data());
+  const attention::DType bf = attention::DType::BFloat16;
+  if (bf16) make_half_inputs(p, bf);
+  bench::OneDnnAttention onednn(layout, default_scale(s), p.additive.data(), bf16);
   std::vector<float> out(q_size(s), NAN);
+  std::vector<uint16_t> out16(bf16 ? q_size(s) : 0, 0xffff);
   auto run = [&](int copy) {
     const int64_t kv_offset = copy * kv_size(s);
-    onednn.run(p.q.data(), p.k.data() + kv_offset, p.v.data() + kv_offset, out.data(),
-               bench_threads());
+    if (bf16) {
+      onednn.run(p.half_q[bf].data(), p.half_k[bf].data() + kv_offset,
+                 p.half_v[bf].data() + kv_offset, out16.data(), bench_threads());
+    } else {
+      onednn.run(p.q.data(), p.k.data() + kv_offset, p.v.data() + kv_offset, out.data(),
+                 bench_threads());
+    }
   };
   run(0);
-  check_once("onednn_math", p, out);
+  const char* impl = bf16 ? "onednn_math_bf16" : "onednn_math";
+  if (bf16) {
+    const auto n = static_cast<int64_t>(out.size());
+    const attention::Status status =
+        attention::convert_dtype(attention::TensorView::contiguous(out16.data(), bf, {n}),
+                                 attention::TensorView::contiguous(out.data(), {n}));
+    if (!status) fail(std::string("convert_dtype: ") + status.message());
+  }
+  // bf16 keeps 8 significant bits, and oneDNN rounds P to bf16 too.
+  check_once(impl, p, out, bf16 ? 3e-2f : kMaxAbsDiff);
   KvRotation rotation(shape);
   for (auto _ : state) {
     run(rotation.next());
     benchmark::ClobberMemory();
   }
-  report(state, p, "onednn_math");
+  report(state, p, impl, bf16 ? 2 : 4);
 }
+
+void BM_OneDnnMath(benchmark::State& state, Shape shape) { run_onednn(state, shape, false); }
+void BM_OneDnnMathBf16(benchmark::State& state, Shape shape) { run_onednn(state, shape, true); }
 
 void BM_Naive(benchmark::State& state, Shape shape) {
   Problem& p = problem_for(shape);
@@ -639,6 +660,7 @@ void register_benchmarks() {
                         {"ours_bf16", BM_OursBf16, true},
                         {"ours_default", BM_OursDefault, true},
                         {"onednn_math", BM_OneDnnMath, true},
+                        {"onednn_math_bf16", BM_OneDnnMathBf16, true},
                         {"openblas_math", BM_OpenBlasMath, true},
                         {"naive", BM_Naive, false}};
   for (const Impl& impl : impls)

@@ -14,7 +14,8 @@ the same run; for masked shapes the GFLOP/s of the visible (query, key) pairs on
 peak; for decode (Sq == 1) the K+V bandwidth of ours and both math paths, and ours as % of the copy
 probe of the same run. A second table does the same for multi-head attention with projections; a
 third sets ours in Float16 and BFloat16 (q, k, v, out) beside fp32: GFLOP/s, each half type's time
-as a fraction of fp32's, and for decode the K+V GB/s (at the type's own size) as % of the copy probe.
+as a fraction of fp32's, the oneDNN math path in bf16 and ours bf16 over it, and for decode the K+V
+GB/s (at the type's own size) as % of the copy probe.
 With ONE_THREAD.json a last table gives each shape's 1-thread and multi-thread GFLOP/s and their
 ratio. With --benchmark_repetitions the median is used. Python 3 standard library only.
 """
@@ -25,7 +26,7 @@ from collections import OrderedDict
 
 SHAPE_KEYS = ("B", "H", "Hkv", "Sq", "Sk", "D")
 IMPLS = ("ours", "ours_default", "ours_f16", "ours_bf16", "autoscheduled", "onednn_math",
-         "openblas_math", "naive")
+         "onednn_math_bf16", "openblas_math", "naive")
 HALF_IMPLS = ("ours_f16", "ours_bf16")
 PEERS = ("onednn_math", "openblas_math")  # the scaling table's
 COUNTERS = ("GFLOP/s", "visible GFLOP/s", "GB/s")
@@ -214,9 +215,9 @@ def half_table(run):
         return []
     lines = ["", "Half precision: q, k, v and out in Float16 / BFloat16 beside fp32 (ours)", "",
              "| shape (B×H×Sq×Sk×D) | fp32 GFLOP/s | f16 GFLOP/s | bf16 GFLOP/s "
-             "| f16 time / fp32 | bf16 time / fp32 | decode GB/s (fp32 / f16 / bf16) "
-             "| decode % of copy (fp32 / f16 / bf16) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "| f16 time / fp32 | bf16 time / fp32 | oneDNN bf16 GFLOP/s | ours bf16 / oneDNN bf16 "
+             "| decode GB/s (fp32 / f16 / bf16) | decode % of copy (fp32 / f16 / bf16) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for shape, impls in shapes:
         any_run = next(iter(impls.values()))
         names = ("ours",) + HALF_IMPLS
@@ -227,8 +228,10 @@ def half_table(run):
             gbs = [run.counter(shape, i, "GB/s") for i in names]
             bandwidth = " / ".join(fmt(g) for g in gbs)
             of_copy = " / ".join(percent(ratio(g, run.copy)) for g in gbs)
+        onednn = run.counter(shape, "onednn_math_bf16", "GFLOP/s")
         lines.append(f"| {shape_label(any_run)} | {' | '.join(fmt(g) for g in gflops)} "
-                     f"| {' | '.join(fmt(t, 2) for t in times)} | {bandwidth} | {of_copy} |")
+                     f"| {' | '.join(fmt(t, 2) for t in times)} | {fmt(onednn)} "
+                     f"| {fmt(ratio(gflops[2], onednn), 2)} | {bandwidth} | {of_copy} |")
     return lines
 
 
