@@ -29,19 +29,24 @@ TensorView as_rank4(const TensorView& t) {
   return r;
 }
 
-// A dense fp32 view of `t`'s shape over `storage` (allocated to fit, uninitialized: the caller
-// writes every element).
-TensorView dense_fp32(const TensorView& t, std::unique_ptr<float[]>& storage) {
-  storage.reset(new float[static_cast<size_t>(t.numel())]);
+// `t`'s shape, row-major over `data` of `dtype`.
+TensorView dense_view(const TensorView& t, void* data, DType dtype) {
   TensorView view = t;
-  view.data = storage.get();
-  view.dtype = DType::Float32;
+  view.data = data;
+  view.dtype = dtype;
   int64_t stride = 1;
   for (int d = t.rank - 1; d >= 0; --d) {
     view.strides[d] = stride;
     stride *= t.shape[d];
   }
   return view;
+}
+
+// A dense fp32 view of `t`'s shape over `storage` (allocated to fit, uninitialized: the caller
+// writes every element).
+TensorView dense_fp32(const TensorView& t, std::unique_ptr<float[]>& storage) {
+  storage.reset(new float[static_cast<size_t>(t.numel())]);
+  return dense_view(t, storage.get(), DType::Float32);
 }
 
 // A dense fp32 view for `t`, or OutOfMemory naming it.
@@ -69,14 +74,7 @@ TensorView dense_half_copy(const TensorView& t, std::vector<uint16_t>& storage) 
         for (int64_t d = 0; d < r.shape[3]; ++d)
           storage[n++] =
               from[a * r.strides[0] + b * r.strides[1] + c * r.strides[2] + d * r.strides[3]];
-  TensorView dense = t;
-  dense.data = storage.data();
-  int64_t stride = 1;
-  for (int d = t.rank - 1; d >= 0; --d) {
-    dense.strides[d] = stride;
-    stride *= t.shape[d];
-  }
-  return dense;
+  return dense_view(t, storage.data(), t.dtype);
 }
 
 }  // namespace
@@ -103,6 +101,13 @@ Status convert(const TensorView& from, const TensorView& to) {
   return Status::error(StatusCode::KernelFailure, std::string("internal: no conversion from ") +
                                                       dtype_name(from.dtype) + " to " +
                                                       dtype_name(to.dtype));
+}
+
+Status half_on_cuda_unsupported(const char* tensors) {
+  return Status::error(StatusCode::Unsupported,
+                       std::string(tensors) +
+                           ": Float16/BFloat16 Device::CUDA tensors are not supported yet; pass "
+                           "Float32 device tensors, or half host tensors (converted on the host)");
 }
 
 Status Fp32Input::widen(const TensorView& t) {

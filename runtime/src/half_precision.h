@@ -13,6 +13,9 @@ namespace attention::detail {
 // between Float32 and a half type in either direction. Both must be validated CPU views.
 Status convert(const TensorView& from, const TensorView& to);
 
+// The error of a call with half-precision tensors on Device::CUDA (`tensors` names them).
+Status half_on_cuda_unsupported(const char* tensors);
+
 // A validated float tensor as fp32: the tensor itself when it already is, else a dense fp32 copy
 // (exact: every half value is an fp32 value).
 class Fp32Input {

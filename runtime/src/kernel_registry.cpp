@@ -287,8 +287,10 @@ std::vector<KernelLibraryInfo> kernel_libraries() {
 std::string sdpa_kernel_name(int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, bool masked,
                              DType kv) {
   detail::KernelChoice choice;
-  const char* half = detail::half_kv_decode_kernel(kv, kv, masked, B, H, Sq, Sk, &choice);
-  return half != nullptr ? half : detail::cpu_sdpa_kernel(masked, B, H, Sq, Sk, D);
+  const detail::HalfKvDecodeRow* half =
+      detail::half_kv_decode(kv, kv, masked, B, H, Sq, Sk, &choice);
+  if (half == nullptr) return detail::cpu_sdpa_kernel(masked, B, H, Sq, Sk, D);
+  return masked ? half->masked.name : half->plain.name;
 }
 
 std::string mha_kernel_name(bool masked) {

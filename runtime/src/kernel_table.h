@@ -57,11 +57,11 @@ struct HalfKvDecodeRow {
 // The row for k and v of `kv` (built-in or from a registered library); nullptr unless it is
 // Float16 or BFloat16.
 const HalfKvDecodeRow* half_kv_decode_row(DType kv);
-// The half-KV decode kernel a CPU call with k of `kv` and v of `v` runs (the fp32 kernels' rule,
-// with it as the decode side), its split in *choice; nullptr when the call widens k and v instead
-// (prefill, mixed or fp32 k and v, Sk = 0).
-const char* half_kv_decode_kernel(DType kv, DType v, bool masked, int64_t B, int64_t H, int64_t Sq,
-                                  int64_t Sk, KernelChoice* choice);
+// The half-KV decode row a CPU call with k of `kv` and v of `v` runs (the fp32 kernels' rule, with
+// its kernels as the decode side), its split in *choice; nullptr when the call widens k and v
+// instead (prefill, mixed or fp32 k and v, Sk = 0).
+const HalfKvDecodeRow* half_kv_decode(DType kv, DType v, bool masked, int64_t B, int64_t H,
+                                      int64_t Sq, int64_t Sk, KernelChoice* choice);
 
 // multi_head_attention's whole block (always the prefill tiling).
 struct MhaRow {

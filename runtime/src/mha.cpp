@@ -284,10 +284,7 @@ bool same_view(const TensorView& a, const TensorView& b) {
 Status run_mha_half(detail::Run run, const TensorView& x_q, const TensorView& x_kv,
                     const MhaWeights& weights, const TensorView& out, const MhaOptions& options) {
   if (run == detail::Run::CUDA) {
-    return Status::error(StatusCode::Unsupported,
-                         "x_q, x_kv, weights, out: Float16/BFloat16 Device::CUDA tensors are not "
-                         "supported yet; pass Float32 device tensors, or half host tensors "
-                         "(converted on the host)");
+    return detail::half_on_cuda_unsupported("x_q, x_kv, weights, out");
   }
   detail::Fp32Output result;
   ATTENTION_RETURN_IF_ERROR(result.stage(out));

@@ -143,12 +143,7 @@ Status run_half_kv_decode(const detail::HalfKvDecodeRow& row, const detail::Kern
 // widens its half operands exactly, runs the fp32 path, and rounds the result into out once.
 Status run_half(detail::Run run, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const SdpaOptions& options) {
-  if (run == detail::Run::CUDA) {
-    return Status::error(StatusCode::Unsupported,
-                         "q, k, v, out: Float16/BFloat16 Device::CUDA tensors are not supported "
-                         "yet; pass Float32 device tensors, or half host tensors (converted on "
-                         "the host)");
-  }
+  if (run == detail::Run::CUDA) return detail::half_on_cuda_unsupported("q, k, v, out");
   detail::Fp32Output result;
   detail::Fp32Input wq, wmask;
   ATTENTION_RETURN_IF_ERROR(result.stage(out));
@@ -159,15 +154,16 @@ Status run_half(detail::Run run, const TensorView& q, const TensorView& k, const
   const MaskOptions& m = fp32_options.mask;
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Sk = k.shape[2];
   detail::KernelChoice choice;
-  const bool native =
-      run == detail::Run::CPU &&
-      detail::half_kv_decode_kernel(k.dtype, v.dtype, !m.empty(), B, H, Sq, Sk, &choice) != nullptr;
-  if (native) {
+  const detail::HalfKvDecodeRow* native =
+      run == detail::Run::CPU
+          ? detail::half_kv_decode(k.dtype, v.dtype, !m.empty(), B, H, Sq, Sk, &choice)
+          : nullptr;
+  if (native != nullptr) {
     const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.shape[3])));
     std::vector<float> lse_scratch;
     const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
-    ATTENTION_RETURN_IF_ERROR(run_half_kv_decode(*detail::half_kv_decode_row(k.dtype), choice,
-                                                 wq.view(), k, v, result.view(), lse, scale, m));
+    ATTENTION_RETURN_IF_ERROR(
+        run_half_kv_decode(*native, choice, wq.view(), k, v, result.view(), lse, scale, m));
     return result.finish();
   }
   detail::Fp32Input wk, wv;
