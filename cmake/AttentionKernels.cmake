@@ -19,6 +19,13 @@ set(ATTENTION_X86_TARGETS
     x86-64-linux-sse41-avx-f16c-fma-avx2
     x86-64-linux-sse41
     CACHE STRING "Halide targets of the x86 kernels, best first")
+# The native bf16 prefill (generators/CMakeLists.txt): x86 CPUs with AVX-512 BF16 (vdpbf16ps).
+# Halide names that ISA avx512_zen4 (AMD Zen 4 and 5); Intel Sapphire Rapids and later have every
+# instruction it uses. One target: the runtime calls the kernel only on a CPU that has them
+# (detail::cpu_runs_bf16_prefill) and widens to fp32 elsewhere.
+set(ATTENTION_X86_BF16_TARGET
+    x86-64-linux-sse41-avx-f16c-fma-avx2-avx512-avx512_skylake-avx512_cannonlake-avx512_zen4
+    CACHE STRING "Halide target of the native bf16 prefill kernel (x86)")
 # ARM: the NEON baseline. arm_dot_prod and arm_fp16 give the fp32 kernels nothing (Halide 21
 # emits the same code with them), so no variants.
 set(ATTENTION_ARM_TARGETS arm-64-linux CACHE STRING "Halide targets of the aarch64 kernels, best first")

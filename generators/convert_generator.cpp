@@ -3,6 +3,7 @@
 // rounds fp32 results into half outputs, once, at the end (round to nearest even; values beyond
 // float16's range become ±inf, NaN stays NaN).
 #include "Halide.h"
+#include "algorithm/bfloat16.h"
 
 namespace {
 
@@ -27,17 +28,16 @@ class ConvertGenerator : public Generator<ConvertGenerator> {
       // NaN by hand: Halide's emulated conversions (bfloat16 always, float16 without F16C) round
       // a NaN's bits like a number's, so NaNs became ±inf (or -0). bfloat16 is rounded by hand
       // too (to nearest even); float16 keeps the cast's rounding.
-      Expr bits = reinterpret<uint32_t>(value);
-      Expr is_nan = (bits & 0x7fffffff) > 0x7f800000;
-      Expr nan16, number16;
       if (to_type.is_bfloat()) {
-        nan16 = (bits >> 16) | 0x40;
-        number16 = (bits + 0x7fff + ((bits >> 16) & 1)) >> 16;
+        value = attention_gen::round_to_bfloat16(value);
       } else {
-        nan16 = ((bits >> 16) & 0x8000) | 0x7e00 | ((bits >> 13) & 0x3ff);
-        number16 = reinterpret<uint16_t>(cast(to_type, value));
+        Expr bits = reinterpret<uint32_t>(value);
+        Expr is_nan = (bits & 0x7fffffff) > 0x7f800000;
+        Expr nan16 = ((bits >> 16) & 0x8000) | 0x7e00 | ((bits >> 13) & 0x3ff);
+        Expr number16 = reinterpret<uint16_t>(cast(to_type, value));
+        value =
+            reinterpret(to_type, cast<uint16_t>(select(is_nan, nan16, cast<uint32_t>(number16))));
       }
-      value = reinterpret(to_type, cast<uint16_t>(select(is_nan, nan16, cast<uint32_t>(number16))));
     }
     (*out_)(x, y, z, w) = cast(to, value);
     in_->set_estimates({{0, 64}, {0, 1024}, {0, 8}, {0, 1}});

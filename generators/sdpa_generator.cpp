@@ -68,6 +68,11 @@ class SdpaGeneratorBase : public Generator<Self> {
   // logsumexp and all arithmetic stay fp32.
   GeneratorParam<Type> kv_type{"kv_type", Float(32)};
 
+  // Element type of q: float32, or bfloat16 with kv_type bfloat16 for the native bf16 prefill
+  // (SdpaInputs::bf16_pairs; x86 targets with avx512_zen4 or avx512_sapphirerapids, whose
+  // vdpbf16ps multiplies pairs of bfloat16 at twice an FMA's rate).
+  GeneratorParam<Type> q_type{"q_type", Float(32)};
+
   void configure() {
     add_operands();
     add_key_split();
@@ -77,7 +82,7 @@ class SdpaGeneratorBase : public Generator<Self> {
   // Inputs q (d, i, h, b), k (d, j, kv_head, b), v (c, j, kv_head, b) and scale, first in every
   // kernel's arguments. Added in configure() because k and v take their type from kv_type.
   void add_operands() {
-    q_ = this->template add_input<Buffer<>>("q", Float(32), 4);
+    q_ = this->template add_input<Buffer<>>("q", q_type, 4);
     k_ = this->template add_input<Buffer<>>("k", kv_type, 4);
     v_ = this->template add_input<Buffer<>>("v", kv_type, 4);
     scale_ = this->template add_input<float>("scale");
@@ -96,6 +101,20 @@ class SdpaGeneratorBase : public Generator<Self> {
   SdpaPlan plan_;
 
   bool prefill() const { return query_tiling == QueryTiling::Prefill; }
+
+  // q, k and v in bfloat16, multiplied natively (see q_type).
+  bool bf16_pairs() const {
+    const Type q = q_type;
+    if (q == Float(32)) return false;
+    const Target t = this->get_target();
+    const bool bf16_dot = t.arch == Target::X86 && (t.has_feature(Target::AVX512_Zen4) ||
+                                                    t.has_feature(Target::AVX512_SapphireRapids));
+    _halide_user_assert(q == BFloat(16) && Type(kv_type) == BFloat(16) && prefill() && bf16_dot)
+        << "q_type=" << q << ": only bfloat16, with kv_type=bfloat16, query_tiling=prefill and an "
+        << "x86 target with avx512_zen4 or avx512_sapphirerapids (got kv_type=" << Type(kv_type)
+        << ", target " << t.to_string() << ")\n";
+    return true;
+  }
 
   Target tiling_target() const {
     const std::string as = tiling_as;
@@ -124,13 +143,20 @@ class SdpaGeneratorBase : public Generator<Self> {
               const std::function<void(SdpaInputs&)>& customize) {
     const GeneratorInput<Buffer<>>&q = *q_, &k = *k_, &v = *v_;
     SdpaInputs in;
+    in.bf16_pairs = bf16_pairs();
     in.q = clamp_positions(q);
-    in.k = widened(clamp_positions(k), "k_f32");
+    in.k = in.bf16_pairs ? clamp_positions(k) : widened(clamp_positions(k), "k_f32");
     // Prefill stages v per head, padded with zero features so P·V blocks never need a tail (GPU:
     // blocks of whole thread tiles); CPU decode reads v once and in place. Bounds inference ignores
     // the predicates that keep reductions inside [0, Sk) (the last split, masked key ranges), so
     // positions are clamped.
-    if (prefill() || gpu()) {
+    if (in.bf16_pairs) {
+      // Zeros past Sk as well as past Dv (SdpaInputs::bf16_pairs), as stored.
+      Region bounds(4);
+      bounds[0] = Range(v.dim(0).min(), v.dim(0).extent());
+      bounds[1] = Range(v.dim(1).min(), v.dim(1).extent());
+      in.v = BoundaryConditions::constant_exterior(v, cast(BFloat(16), 0), bounds);
+    } else if (prefill() || gpu()) {
       Func padded = zero_pad_features(v);
       Var c, j, h, b;
       in.v = Func("v_padded_clamped");
@@ -146,7 +172,7 @@ class SdpaGeneratorBase : public Generator<Self> {
     in.heads_per_kv = q.dim(2).extent() / k.dim(2).extent();
     in.mask = mask;
     in.values_finite = values_finite;
-    plan_ = sdpa_plan(this->get_target(), tiling_target(), prefill(), tiling);
+    plan_ = sdpa_plan(this->get_target(), tiling_target(), prefill(), tiling, in.bf16_pairs);
     if (mask) set_mask_blocks(*mask, plan_);
     if (customize) customize(in);
     set_feature_blocks(in, plan_);

@@ -5,10 +5,14 @@
 #include "half_precision.h"
 
 #include <gtest/gtest.h>
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <optional>
 #include <random>
@@ -253,6 +257,81 @@ TEST(HalfKvCache, KernelNamesFollowTheCacheType) {
             "sdpa_bf16kv_masked_decode");
   EXPECT_EQ(attention::sdpa_kernel_name(1, 8, 2048, 2048, 64, false, DType::BFloat16),
             attention::sdpa_kernel_name(1, 8, 2048, 2048, 64));
+}
+
+// Whether this CPU runs the native bf16 prefill: the CPUID bits of its target
+// (x86-64-...-avx512_cannonlake-avx512_zen4: AVX-512 F/CD/BW/DQ/VL, IFMA, VBMI, VBMI2, VNNI,
+// BITALG, BF16), read independently of the runtime's own check.
+bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const unsigned ebx = (1u << 16) | (1u << 17) | (1u << 21) | (1u << 28) | (1u << 30) | (1u << 31);
+  const unsigned ecx = (1u << 1) | (1u << 6) | (1u << 11) | (1u << 12);
+  if ((b & ebx) != ebx || (c & ecx) != ecx) return false;
+  return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)) != 0;
+#else
+  return false;
+#endif
+}
+
+// Unmasked prefill with bfloat16 q, k, v and out: the native kernel (vdpbf16ps) on a CPU with
+// AVX-512 BF16, the widening path elsewhere. The native kernel rounds the softmax weights to
+// bfloat16 before P·V (FlashAttention's P), so it is held to the half rule on its own: key counts
+// off whole blocks and below one, GQA, D = 2 and 128, Dv off whole vectors, padded and
+// interleaved layouts, logsumexp (fp32, the fp32 rule).
+TEST(Bf16Prefill, NativeKernelMatchesReference) {
+  const bool native = cpu_has_avx512_bf16();
+  const DType bf16 = DType::BFloat16;
+  EXPECT_EQ(
+      attention::sdpa_kernel_name(1, 8, 300, 500, 64, false, bf16, bf16) == "sdpa_bf16_prefill",
+      native);
+  // Masks, odd D, decode shapes and other dtypes never take it.
+  EXPECT_NE(attention::sdpa_kernel_name(1, 8, 300, 500, 64, true, bf16, bf16), "sdpa_bf16_prefill");
+  EXPECT_NE(attention::sdpa_kernel_name(1, 8, 300, 500, 63, false, bf16, bf16),
+            "sdpa_bf16_prefill");
+  EXPECT_NE(attention::sdpa_kernel_name(1, 8, 2, 500, 64, false, bf16, bf16), "sdpa_bf16_prefill");
+  EXPECT_NE(attention::sdpa_kernel_name(1, 8, 300, 500, 64, false, bf16, DType::Float32),
+            "sdpa_bf16_prefill");
+  if (!native) std::cout << "[ NOTE ] no AVX-512 BF16 here: the widening path ran instead\n";
+  const uint64_t seed = seed_for_current_test();
+  const SdpaCase cases[] = {
+      sdpa_case(1, 4, 4, 300, 500, 64, 64).with_logsumexp(),
+      sdpa_case(2, 4, 2, 37, 77, 2, 40).with_logsumexp(),
+      sdpa_case(1, 2, 1, 130, 1000, 128, 24).layout(Layout::kPadded),
+      sdpa_case(1, 3, 3, 9, 5, 16, 8).with_logsumexp(),
+      sdpa_case(2, 2, 2, 65, 129, 32, 17)
+          .layouts(Layout::kBSHD, Layout::kSHBD, Layout::kDense, Layout::kPadded),
+  };
+  for (const SdpaCase& c : cases) {
+    SCOPED_TRACE(describe(c) + ", " + seed_note(seed));
+    SdpaTensors t(c, seed);
+    t.out.poison();
+    t.lse.poison();
+    HalfCopy q(t.q.view(), bf16), k(t.k.view(), bf16), v(t.v.view(), bf16), out(t.out.view(), bf16);
+    attention::SdpaOptions options;
+    options.scale = c.scale;
+    if (c.logsumexp) options.logsumexp = t.lse.view();
+    const attention::Status status =
+        attention::scaled_dot_product_attention(q.view(), k.view(), v.view(), out.view(), options);
+    ASSERT_TRUE(status.ok()) << status.message();
+    out.write_back();
+    // The naive loops of the kernel that ran: softmax weights rounded to bfloat16 where native.
+    std::vector<double> want_out, want_lse, naive_out;
+    reference_sdpa(q.rounded(), k.rounded(), v.rounded(), c.effective_scale(), &want_out,
+                   c.logsumexp ? &want_lse : nullptr, nullptr);
+    const DType weights = native_bf16_weights(q.view(), k.view(), v.view(), bf16, false);
+    EXPECT_EQ(weights, native ? bf16 : DType::Float32);
+    reference_sdpa(q.rounded(), k.rounded(), v.rounded(), c.effective_scale(), &naive_out, nullptr,
+                   nullptr, weights);
+    EXPECT_TRUE(
+        matches_half_reference(t.out.to_dense(), want_out, t.out.shape(), bf16, &naive_out));
+    EXPECT_TRUE(t.out.outside_view_holds(std::numeric_limits<float>::quiet_NaN()));
+    if (c.logsumexp) {
+      EXPECT_TRUE(matches_reference(t.lse.to_dense(), want_lse, t.lse.shape(), Domain::Log));
+      EXPECT_TRUE(t.lse.outside_view_holds(std::numeric_limits<float>::quiet_NaN()));
+    }
+  }
 }
 
 // Values beyond Float16's range give ±inf in a Float16 output (the fp32 result is finite);

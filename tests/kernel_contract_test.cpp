@@ -33,11 +33,14 @@ TEST(KernelContract, EverySlotHoldsAKernelBuiltForItsRole) {
     ASSERT_NE(build, nullptr) << "no kernel of that name in the build";
     const std::string generator = build->generator;
     const bool masked_role = slot.role.rfind("masked", 0) == 0;
-    // The half-KV families read k and v as float16 / bfloat16; every other kernel takes fp32.
-    const std::string kv_type = slot.family == "sdpa_f16kv"    ? "float16"
-                                : slot.family == "sdpa_bf16kv" ? "bfloat16"
-                                                               : "";
+    // The half-KV families read k and v as float16 / bfloat16, the native bf16 prefill q too;
+    // every other kernel takes fp32.
+    const bool bf16 = slot.family == "sdpa_bf16";
+    const std::string kv_type = slot.family == "sdpa_f16kv"            ? "float16"
+                                : slot.family == "sdpa_bf16kv" || bf16 ? "bfloat16"
+                                                                       : "";
     EXPECT_EQ(build_param(*build, "kv_type"), kv_type);
+    EXPECT_EQ(build_param(*build, "q_type"), bf16 ? "bfloat16" : "");
     if (slot.family == "sdpa" || !kv_type.empty()) {
       EXPECT_EQ(generator, masked_role ? "masked_sdpa" : "sdpa");
     } else if (slot.family == "additive") {
@@ -133,6 +136,30 @@ TEST(KernelContract, CpuSplitsHoldWholeBlocksOfTheTilingThatRuns) {
     }
   }
   EXPECT_EQ(checked, 4);  // sdpa, masked sdpa, additive, Nadaraya–Watson
+}
+
+// The native bf16 prefill (x86 builds): its tiling is the pair tiling the generator scheduled
+// (attention_contract::cpu_pair_tiling), and every split holds whole key blocks, hence whole
+// pairs of keys.
+TEST(KernelContract, Bf16PrefillSplitsHoldWholeKeyBlocks) {
+  int checked = 0;
+  for (const auto& slot : attention::detail::kernel_slots()) {
+    if (slot.family != "sdpa_bf16") continue;
+    ++checked;
+    const CpuTiling& tiling = attention::detail::kernel_cpu_tiling(slot.kernel);
+    EXPECT_EQ(tiling, attention_contract::cpu_pair_tiling(16));
+    EXPECT_EQ(attention_contract::cpu_tiling_error(tiling, 32, true, /*bf16_pairs=*/true), "");
+    for (int64_t Sk = 1; Sk <= 5000; ++Sk) {
+      const int32_t split = attention::detail::prefill_key_split(slot.kernel, Sk);
+      ASSERT_EQ(split % tiling.score_keys, 0) << "Sk " << Sk;
+      ASSERT_LT((Sk + split - 1) / split * split - split, Sk) << "Sk " << Sk;
+    }
+  }
+#if defined(__x86_64__)
+  EXPECT_EQ(checked, 1);
+#else
+  EXPECT_EQ(checked, 0);
+#endif
 }
 
 TEST(KernelContract, GpuSplitsAreTheTilesOfEachKernel) {

@@ -297,8 +297,9 @@ void HalfCopy::write_back() {
 ::testing::AssertionResult matches_half_reference(const std::vector<float>& actual,
                                                   const std::vector<double>& expected,
                                                   const std::vector<int64_t>& shape,
-                                                  attention::DType dtype) {
-  if (actual.size() != expected.size()) {
+                                                  attention::DType dtype,
+                                                  const std::vector<double>* naive) {
+  if (actual.size() != expected.size() || (naive != nullptr && naive->size() != expected.size())) {
     return ::testing::AssertionFailure()
            << actual.size() << " elements, reference has " << expected.size();
   }
@@ -317,8 +318,9 @@ void HalfCopy::write_back() {
       continue;
     }
     max_abs_reference = std::max(max_abs_reference, std::abs(want));
+    const double naive_out = naive != nullptr ? (*naive)[i] : want;
     rounding_error =
-        std::max(rounding_error, std::abs(round_to(dtype, static_cast<float>(want)) - want));
+        std::max(rounding_error, std::abs(round_to(dtype, static_cast<float>(naive_out)) - want));
     const double error = std::abs(got - want);
     if (error > max_error) max_error = error, worst = i;
     error_squares += error * error;
@@ -439,6 +441,19 @@ bool skip_unless_backend_available() {
   return true;
 }
 
+attention::DType native_bf16_weights(const attention::TensorView& q, const attention::TensorView& k,
+                                     const attention::TensorView& v, attention::DType dtype,
+                                     bool masked) {
+  const attention::Backend backend = test_backend();
+  const bool cpu = backend == attention::Backend::CPU || backend == attention::Backend::Auto;
+  const bool dense_rows = q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1;
+  const bool native =
+      cpu && dense_rows &&
+      attention::sdpa_kernel_name(q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3],
+                                  masked, dtype, dtype) == "sdpa_bf16_prefill";
+  return native ? attention::DType::BFloat16 : attention::DType::Float32;
+}
+
 namespace {
 
 void check_logsumexp(const SdpaCase& c, const Tensor& lse, const std::vector<double>& reference) {
@@ -475,10 +490,18 @@ void run_and_compare_half(const SdpaCase& c, const attention::TensorView& q,
   ASSERT_TRUE(status.ok()) << status.message();
   hout.write_back();
 
-  std::vector<double> reference_out, reference_lse;
+  std::vector<double> reference_out, reference_lse, naive_out;
+  const attention::MaskOptions* reference_mask = mask.empty() ? nullptr : &rounded_mask;
   reference_sdpa(hq.rounded(), hk.rounded(), hv.rounded(), c.effective_scale(), &reference_out,
-                 c.logsumexp ? &reference_lse : nullptr, mask.empty() ? nullptr : &rounded_mask);
-  EXPECT_TRUE(matches_half_reference(out.to_dense(), reference_out, out.shape(), dtype))
+                 c.logsumexp ? &reference_lse : nullptr, reference_mask);
+  const attention::DType weights =
+      native_bf16_weights(hq.view(), hk.view(), hv.view(), dtype, !mask.empty());
+  if (weights != attention::DType::Float32) {
+    reference_sdpa(hq.rounded(), hk.rounded(), hv.rounded(), c.effective_scale(), &naive_out,
+                   nullptr, reference_mask, weights);
+  }
+  EXPECT_TRUE(matches_half_reference(out.to_dense(), reference_out, out.shape(), dtype,
+                                     naive_out.empty() ? nullptr : &naive_out))
       << "in out (" << (dtype == attention::DType::Float16 ? "Float16" : "BFloat16") << ")";
   EXPECT_TRUE(out.outside_view_holds(kNaN)) << "in out's padding";
   check_logsumexp(c, lse, reference_lse);

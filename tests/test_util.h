@@ -148,10 +148,22 @@ class HalfCopy {
 // absolute floor of 1e-5 · max(1, max|expected|), and (DESIGN.md's) relative L2 error <= 1e-2; a
 // zero reference (a fully masked row) must come out as exact zero; non-finite values as in
 // matches_reference.
+// `naive`: the naive loops' output before its final rounding, where the kernel's algorithm stores
+// an intermediate in the half type too (the native bf16 prefill's softmax weights, see
+// native_bf16_weights); by default the naive loops are `expected` itself.
 ::testing::AssertionResult matches_half_reference(const std::vector<float>& actual,
                                                   const std::vector<double>& expected,
                                                   const std::vector<int64_t>& shape,
-                                                  attention::DType dtype);
+                                                  attention::DType dtype,
+                                                  const std::vector<double>* naive = nullptr);
+
+// The softmax weights' storage type of the CPU kernel that serves an SDPA call with these
+// half-precision views (all `dtype`) and mask: BFloat16 where the native bf16 prefill runs it
+// (FlashAttention's P: weights rounded for P·V, whose naive loops reference_sdpa's
+// weights_storage gives), Float32 otherwise.
+attention::DType native_bf16_weights(const attention::TensorView& q, const attention::TensorView& k,
+                                     const attention::TensorView& v, attention::DType dtype,
+                                     bool masked);
 
 // One scaled_dot_product_attention problem.
 struct SdpaCase {

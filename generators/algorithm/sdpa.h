@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "Halide.h"
+#include "algorithm/bfloat16.h"
 #include "algorithm/masks.h"
 #include "algorithm/softmax_math.h"
 
@@ -23,6 +24,7 @@ struct AttentionVars {
   Halide::Var h{"h"};  // query head (0..H)
   Halide::Var b{"b"};  // batch (0..B)
   Halide::Var s{"s"};  // key split
+  Halide::Var p{"p"};  // bf16_pairs: the feature (Q·Kᵀ) or key (P·V) within a pair
 };
 
 // The inputs of one SDPA instance. Extents are Exprs so the same math serves any shape.
@@ -59,6 +61,13 @@ struct SdpaInputs {
   // two-dimensional, r_d.x within a block and r_d.y the block), so the schedule stages and loads
   // whole blocks of features without a tail. 0: r_d spans exactly D (the CPU schedules).
   int feature_block = 0;
+  // bfloat16 q, k and v (CPUs with AVX-512 BF16): products summed two at a time in fp32 (x86
+  // vdpbf16ps: a pair of features per lane for Q·Kᵀ, a pair of keys for P·V). q is not
+  // pre-scaled (a scaled q would be rounded to bfloat16 again): the scale multiplies the score.
+  // The softmax weights are rounded to bfloat16 for P·V (FlashAttention's P); the row sums, and
+  // so logsumexp, add the fp32 weights. Needs an even D and an even key_split; keys past Sk get
+  // weight 0 against v read as zeros there.
+  bool bf16_pairs = false;
 };
 
 // Every stage of the computation, named like the math, for the schedule to place.
@@ -68,14 +77,20 @@ struct SdpaFuncs {
   Halide::Expr value_dim;  // Dv: schedules specialize their value-feature blocking on it
   Halide::Func keys;       // in.k, so a schedule can stage it
   Halide::Func values;     // in.v, so a schedule can stage (pack) it
-  Halide::RDom r_d;        // over D (feature_block: over (feature in block, block))
-  Halide::RDom r_j;        // over Sk (masked: rounded up to whole key blocks, visible ones only)
-  Halide::Func q_scaled;   // (d, i, h, b)  q * scale: folds the scale into the smaller operand
-  Halide::Func scores;     // (j, i, h, b)  scale * q·k
-  Halide::Func logits;     // (j, i, h, b)  scores with masks and biases (-inf: hidden key)
+  // bf16_pairs: k and v regrouped so that a pair (two features of a key, the values of two keys
+  // at one feature) is 32 contiguous bits: key_pairs (p, j, d/2, kv_head, b) = k(2·(d/2) + p, j),
+  // value_pairs (p, c, j/2, kv_head, b) = v(c, 2·(j/2) + p). Schedules compute them per head.
+  Halide::Func key_pairs, value_pairs;
+  Halide::RDom r_pairs;   // bf16_pairs: P·V over (key in pair, pair) of a split
+  Halide::RDom r_d;       // over D (feature_block: over (feature in block, block))
+  Halide::RDom r_j;       // over Sk (masked: rounded up to whole key blocks, visible ones only)
+  Halide::Func q_scaled;  // (d, i, h, b)  q * scale: folds the scale into the smaller operand
+  Halide::Func scores;    // (j, i, h, b)  scale * q·k
+  Halide::Func logits;    // (j, i, h, b)  scores with masks and biases (-inf: hidden key)
   // Per split s: each reduces over that split's keys only.
   Halide::Func row_max;        // (s, i, h, b)     max_j logits
   Halide::Func weights;        // (j, s, i, h, b)  exp(logits - row_max), unnormalized
+  Halide::Func weights_bf16;   // (j, s, i, h, b)  bf16_pairs: the weights P·V takes, rounded
   Halide::Func row_sum;        // (s, i, h, b)     sum_j weights
   Halide::Func weighted_sum;   // (c, s, i, h, b)  sum_j weights * v
   Halide::Func split_out;      // (c, s, i, h, b)  the split's own normalized output
@@ -94,6 +109,7 @@ struct SdpaFuncs {
   std::vector<Halide::Expr> logit_cases;  // SdpaInputs::logit_cases
   bool whole_splits = false;   // r_j has no predicate: every split reduces over key_split keys
   bool dot_score = true;       // the score is q·k (schedules unroll its FMA chain for common D)
+  bool bf16_pairs = false;     // SdpaInputs::bf16_pairs
   Halide::Expr has_bias;       // masked: whether logits use the bias terms (schedules specialize)
   Halide::Expr values_finite;  // hides_keys: whether P·V may skip its NaN-safe form (same)
 };
@@ -205,13 +221,17 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   const AttentionVars& x = f.vars;
   Var c = x.c, d = x.d, i = x.i, j = x.j, h = x.h, b = x.b, s = x.s;
   Expr kv_head = h / in.heads_per_kv;
+  _halide_user_assert(!(in.bf16_pairs && in.mask)) << "bf16_pairs: masks are not supported\n";
 
   f.head_dim = in.head_dim;
   f.value_dim = in.value_dim;
   f.keys = in.k;
   f.values = in.v;
   f.masked = in.mask != nullptr;
-  f.hides_keys = f.masked || in.hides_keys;
+  // bf16_pairs: keys past Sk in a split's last pair block are hidden (weight 0) rather than left
+  // out by a predicate, which the paired P·V could not vectorize.
+  f.hides_keys = f.masked || in.hides_keys || in.bf16_pairs;
+  f.bf16_pairs = in.bf16_pairs;
   f.custom_logits = f.masked || bool(in.logit_of_score);
   f.logit_cases = in.logit_cases;
   f.dot_score = !in.score_term;
@@ -219,7 +239,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   // The keys one reduction covers: split s's. At least 1: a divisor bounds inference knows is
   // positive keeps split indices derived from key ranges tight (with an unknown sign it gives up
   // and assumes every split).
-  Expr key_split = max(in.key_split, 1);
+  Expr key_split = in.bf16_pairs ? max(in.key_split / 2, 1) * 2 : max(in.key_split, 1);
   Expr first_key = s * key_split;
   // The key each reduction step reads.
   Expr key;
@@ -256,7 +276,17 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.scores = Func("scores");
   f.scores(j, i, h, b) = 0.0f;
   Expr q_d, k_d, feature;
-  if (in.feature_block > 1) {
+  if (in.bf16_pairs) {
+    // Pairs of features: r_d.x within the pair, r_d.y the pair.
+    Var p = x.p;
+    f.r_d = RDom(0, 2, 0, in.head_dim / 2, "r_d");
+    feature = f.r_d.x + 2 * f.r_d.y;
+    f.key_pairs = Func("key_pairs");
+    f.key_pairs(p, j, d, h, b) = in.k(2 * d + p, j, h, b);
+    f.q_scaled(d, i, h, b) = in.q(d, i, h, b);  // not scaled: see SdpaInputs::bf16_pairs
+    q_d = cast<float>(f.q_scaled(feature, i, h, b));
+    k_d = cast<float>(f.key_pairs(f.r_d.x, j, f.r_d.y, kv_head, b));
+  } else if (in.feature_block > 1) {
     const int fb = in.feature_block;
     const Expr D = in.head_dim;
     f.r_d = RDom(0, fb, 0, (D + fb - 1) / fb, "r_d");
@@ -276,6 +306,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.scores(j, i, h, b) += in.score_term ? in.score_term(q_d, k_d, feature) : q_d * k_d;
 
   Expr score = f.scores(j, i, h, b);
+  if (in.bf16_pairs) score = in.scale * score;
   if (in.logit_of_score) score = in.logit_of_score(score);
   f.logits = Func("logits");
   if (f.masked) {
@@ -285,7 +316,11 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   }
   f.logits(j, i, h, b) = score;
   if (f.masked) f.has_bias = in.mask->has_bias;
-  if (f.hides_keys) f.values_finite = in.values_finite;
+  // Plain bf16_pairs SDPA: v's own NaN/Inf reach the output as in the fp32 kernel (0 · NaN); past
+  // Sk v is read as zeros.
+  if (f.hides_keys) {
+    f.values_finite = in.values_finite.defined() ? in.values_finite : Internal::const_true();
+  }
 
   // Per-row statistics of split s.
   f.row_max = Func("row_max");
@@ -297,18 +332,36 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   // exp(s - m) = 2^((s - m) * log2(e)); subtracting the max first keeps the rounding of the
   // multiply relative to the (small) distance from the max, not to the logit's magnitude.
   f.weights = Func("weights");
-  f.weights(j, s, i, h, b) = exp2_nonpositive((f.logits(j, i, h, b) - shift) * float(M_LOG2E));
+  Expr weight_j = exp2_nonpositive((f.logits(j, i, h, b) - shift) * float(M_LOG2E), in.bf16_pairs);
+  if (in.bf16_pairs) {
+    f.weights(j, s, i, h, b) = Tuple(weight_j, round_to_bfloat16(weight_j));
+  } else {
+    f.weights(j, s, i, h, b) = weight_j;
+  }
 
   f.row_sum = Func("row_sum");
   f.row_sum(s, i, h, b) = 0.0f;
-  f.row_sum(s, i, h, b) += f.weights(key, s, i, h, b);
+  f.row_sum(s, i, h, b) +=
+      in.bf16_pairs ? Expr(f.weights(key, s, i, h, b)[0]) : Expr(f.weights(key, s, i, h, b));
 
   f.weighted_sum = Func("weighted_sum");
   f.weighted_sum(c, s, i, h, b) = 0.0f;
-  Expr weight = f.weights(key, s, i, h, b);
-  Expr term = weight * in.v(c, key, kv_head, b);
-  if (f.hides_keys)
-    term = select(in.values_finite, term, select(is_exact_zero(weight), 0.0f, term));
+  Expr weight, term;
+  if (in.bf16_pairs) {
+    // Pairs of keys: r_pairs.x within the pair, r_pairs.y the split's pair.
+    Var p = x.p;
+    f.value_pairs = Func("value_pairs");
+    f.value_pairs(p, c, j, h, b) = in.v(c, 2 * j + p, h, b);
+    Expr half_split = key_split / 2;
+    f.r_pairs = RDom(0, 2, 0, half_split, "r_pairs");
+    Expr pair = s * half_split + f.r_pairs.y;
+    weight = cast<float>(f.weights(2 * pair + f.r_pairs.x, s, i, h, b)[1]);
+    term = weight * cast<float>(f.value_pairs(f.r_pairs.x, c, pair, kv_head, b));
+  } else {
+    weight = f.weights(key, s, i, h, b);
+    term = weight * in.v(c, key, kv_head, b);
+  }
+  if (f.hides_keys) term = select(f.values_finite, term, select(is_exact_zero(weight), 0.0f, term));
   f.weighted_sum(c, s, i, h, b) += term;
 
   Expr row_sum = f.row_sum(s, i, h, b);

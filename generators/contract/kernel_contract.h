@@ -82,6 +82,19 @@ constexpr CpuTiling cpu_tiling(int vector, int registers, bool wide_queries) {
   return t;
 }
 
+// The native bf16 prefill (q_type=bfloat16: bfloat16 multiplied in pairs, x86 vdpbf16ps; see
+// schedule_prefill_pair_stages): its Q·Kᵀ blocks run along keys, so score_keys is the multiple of
+// the vector and score_queries the rows. Measured on Zen 5 at 1x8x2048x2048x64 (interleaved,
+// medians of 3): 64 keys x 6 queries (24 accumulators) beside 4 key vectors and a broadcast;
+// P·V key chunks of 64 and 256 ran 2-15% slower than 128, query tiles of 96 no faster and 192
+// half as fast (the split's scores and weights leave L2).
+constexpr CpuTiling cpu_pair_tiling(int vector) {
+  CpuTiling t = cpu_tiling(vector, 32, true);
+  t.score_queries = 6;
+  t.score_keys = 4 * vector;
+  return t;
+}
+
 // GPU tiling (generators/schedule/cuda.h), per API so CUDA and OpenCL can be tuned apart.
 enum class GpuApi { CUDA, OpenCL };
 
@@ -239,7 +252,8 @@ inline GpuTiling with_overrides(GpuTiling t, const std::array<int, kGpuTilingPar
 // Why the schedule cannot honour tiling `t` on a CPU with `registers` vector registers, naming the
 // parameter; "" when it can. Register blocks must be whole vectors, fit the register file beside
 // their loads, and tile the query tile exactly.
-inline std::string cpu_tiling_error(const CpuTiling& t, int registers, bool wide_queries) {
+inline std::string cpu_tiling_error(const CpuTiling& t, int registers, bool wide_queries,
+                                    bool bf16_pairs = false) {
   const auto v = [](int x) { return std::to_string(x); };
   if (t.split_keys <= 0) return "split_keys=" + v(t.split_keys) + ": must be positive";
   if (!wide_queries) {
@@ -254,19 +268,25 @@ inline std::string cpu_tiling_error(const CpuTiling& t, int registers, bool wide
       return std::string(p.name) + "=" + v(t.*p.field) + ": must be positive";
     }
   }
-  if (t.score_queries % t.vector != 0) {
-    return "score_queries=" + v(t.score_queries) + ": must be a multiple of the " + v(t.vector) +
-           "-lane vector";
+  // bf16 pairs: Q·Kᵀ blocks of whole key vectors; the splits and P·V chunks hold whole pairs.
+  const int score_lanes = bf16_pairs ? t.score_keys : t.score_queries;
+  if (score_lanes % t.vector != 0) {
+    return std::string(bf16_pairs ? "score_keys=" : "score_queries=") + v(score_lanes) +
+           ": must be a multiple of the " + v(t.vector) + "-lane vector";
+  }
+  if (bf16_pairs && t.key_chunk % 2 != 0) {
+    return "key_chunk=" + v(t.key_chunk) + ": must be even (pairs of keys)";
   }
   if (t.pv_cols % t.vector != 0) {
     return "pv_cols=" + v(t.pv_cols) + ": must be a multiple of the " + v(t.vector) +
            "-lane vector";
   }
-  const int score_vectors = t.score_queries / t.vector, pv_vectors = t.pv_cols / t.vector;
-  // Accumulators + the query (or value) vectors loaded per step + one broadcast.
-  if (score_vectors * t.score_keys + score_vectors + 1 > registers) {
+  const int score_vectors = score_lanes / t.vector, pv_vectors = t.pv_cols / t.vector;
+  const int score_rows = bf16_pairs ? t.score_queries : t.score_keys;
+  // Accumulators + the query (or key, or value) vectors loaded per step + one broadcast.
+  if (score_vectors * score_rows + score_vectors + 1 > registers) {
     return "score_queries=" + v(t.score_queries) + ", score_keys=" + v(t.score_keys) + ": " +
-           v(score_vectors * t.score_keys + score_vectors + 1) + " vector registers needed, " +
+           v(score_vectors * score_rows + score_vectors + 1) + " vector registers needed, " +
            v(registers) + " available";
   }
   if (t.pv_rows * pv_vectors + pv_vectors + 1 > registers) {

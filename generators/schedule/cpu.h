@@ -30,20 +30,54 @@ inline CpuTiling cpu_tiling(const Halide::Target& target, bool wide_queries) {
                                         vector_registers(target), wide_queries);
 }
 
+// A row statistic's reduction across a split's keys (row_max, row_sum), a vector of keys at a
+// time. With whole splits (no predicate on the keys) each lane keeps its own partial result and
+// the lanes meet once at the end; otherwise each vector is reduced as it comes (in order: a chain
+// of scalar adds).
+inline void reduce_key_vectors(SdpaFuncs& f, const CpuTiling& t, Halide::Func stat) {
+  using namespace Halide;
+  const AttentionVars& x = f.vars;
+  Var lane("lane");
+  RVar key_outer("key_outer"), key_lane("key_lane");
+  Stage update = stat.update();
+  if (!f.whole_splits) {
+    update.split(f.r_j, key_outer, key_lane, t.vector).atomic().vectorize(key_lane);
+    return;
+  }
+  Func lanes = update.split(f.r_j, key_outer, key_lane, t.vector).rfactor(key_lane, lane);
+  lanes.compute_at(stat, x.i).vectorize(lane);
+  lanes.update().reorder(lane, key_outer).vectorize(lane);
+  stat.update().atomic().vectorize(key_lane);
+}
+
 // Prefill P·V. Each head's v is copied once into an aligned buffer whose rows are padded with zeros
 // to whole blocks (user rows may be misaligned: loads straddling cache lines cost ~15%), so blocks
 // round Dv up freely. Keys go in chunks: every pv_rows × pv_cols register block of the tile passes
 // over one chunk of v and of the weights while it is in L1/L2, then adds its partial sums into the
 // tile.
+//
+// bf16_pairs: v regrouped into value_pairs instead, chunks of key_chunk / 2 pairs, and each step
+// of a register block takes a pair of keys (the pair's lanes reduced by vdpbf16ps).
 inline void schedule_weighted_sum_by_key_chunks(SdpaFuncs& f, const CpuTiling& t,
                                                 const Halide::LoopLevel& at) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
   Var blk_i("blk_i"), lane_i("lane_i"), blk_c("blk_c"), lane_c("lane_c"), chunk("key_chunk");
   RVar chunk_r("key_chunk_r"), key_r("key_r");
-  f.values.compute_at(f.out, x.h).vectorize(f.values.args()[0], t.vector);
-  Func chunk_sum =
-      f.weighted_sum.update().split(f.r_j, chunk_r, key_r, t.key_chunk).rfactor(chunk_r, chunk);
+  Func chunk_sum;
+  if (f.bf16_pairs) {
+    f.value_pairs.compute_at(f.out, x.h)
+        .reorder(x.p, x.c, x.j)
+        .unroll(x.p)
+        .vectorize(x.c, t.vector, TailStrategy::RoundUp);
+    chunk_sum = f.weighted_sum.update()
+                    .split(f.r_pairs.y, chunk_r, key_r, t.key_chunk / 2)
+                    .rfactor(chunk_r, chunk);
+  } else {
+    f.values.compute_at(f.out, x.h).vectorize(f.values.args()[0], t.vector);
+    chunk_sum =
+        f.weighted_sum.update().split(f.r_j, chunk_r, key_r, t.key_chunk).rfactor(chunk_r, chunk);
+  }
   f.weighted_sum.compute_at(at).vectorize(x.c, t.vector);
   f.weighted_sum.update()
       .split(x.i, blk_i, lane_i, t.pv_rows, TailStrategy::RoundUp)
@@ -60,11 +94,19 @@ inline void schedule_weighted_sum_by_key_chunks(SdpaFuncs& f, const CpuTiling& t
       .vectorize(x.c, t.vector)
       .unroll(x.c)
       .unroll(x.i);
-  chunk_sum.update().reorder(x.c, x.i, key_r).vectorize(x.c, t.vector).unroll(x.c).unroll(x.i);
+  if (f.bf16_pairs) {
+    const RVar in_pair(f.r_pairs.x);
+    chunk_sum.update().reorder(in_pair, x.c, x.i, key_r).atomic().vectorize(in_pair);
+  } else {
+    chunk_sum.update().reorder(x.c, x.i, key_r);
+  }
+  chunk_sum.update().vectorize(x.c, t.vector).unroll(x.c).unroll(x.i);
   // v without NaN/Inf (checked by the caller): plain FMAs, no test of each weight. Specialized
   // here, not on chunk_sum, so each version has its own register-block loop: one loop entered from
   // both versions got an AVX2 accumulator spilled (causal 2048², 1 thread: 98 vs 74 ms).
-  if (f.hides_keys) f.weighted_sum.update().specialize(f.values_finite);
+  if (f.hides_keys && !Internal::is_const_one(f.values_finite)) {
+    f.weighted_sum.update().specialize(f.values_finite);
+  }
 }
 
 // The split-KV combine (both tilings): a few floats per split and row, at the tile of `out`.
@@ -148,6 +190,75 @@ inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Va
   schedule_split_combine(f, t, tile);
 }
 
+// Prefill of bfloat16 q, k and v (SdpaFuncs::bf16_pairs): the same tiles and splits as
+// schedule_prefill_stages, but every vector holds pairs (vdpbf16ps: 16 lanes of two bfloat16
+// products each), so the stages run along keys. Each head's k is regrouped once into key_pairs
+// (a vector: 16 keys × one pair of features) and its v into value_pairs (16 features × one pair
+// of keys). Q·Kᵀ blocks of score_queries queries × score_keys keys broadcast a pair of a query's
+// features against key vectors; the softmax runs along each row; P·V blocks of pv_rows rows ×
+// pv_cols features broadcast a pair of a row's weights against value vectors.
+inline void schedule_prefill_pair_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile) {
+  using namespace Halide;
+  const AttentionVars& x = f.vars;
+  Var blk_i("blk_i"), blk_j("blk_j"), lane_i("lane_i"), lane_j("lane_j");
+
+  // Per head, before its tiles: k and v regrouped into pairs (a head's k and v: small next to
+  // the head's Sq × Sk × (D + Dv) products).
+  // key_pairs: a vector of keys at a time (strided loads of k, one dense interleaved store);
+  // value_pairs: rows of v, two at a time, interleaved (schedule_weighted_sum_by_key_chunks).
+  f.key_pairs.compute_at(f.out, x.h)
+      .reorder(x.p, x.j, x.d)
+      .unroll(x.p)
+      .vectorize(x.j, t.vector, TailStrategy::RoundUp);
+
+  f.split_result.compute_at(f.out, tile)
+      .reorder(x.c, x.i, x.s, x.h, x.b)
+      .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  const LoopLevel at(f.split_result, x.s);
+  const LoopLevel tile_level(f.out, tile);
+  f.split_lse.compute_at(at).vectorize(x.i, t.vector, TailStrategy::GuardWithIf);
+
+  // Q·Kᵀ: the split's logits stored query-major (keys innermost); each block accumulates in
+  // registers over the feature pairs.
+  Func scores_tile = f.logits;
+  scores_tile.compute_at(at)
+      .split(x.j, blk_j, lane_j, t.score_keys)
+      .split(x.i, blk_i, lane_i, t.score_queries)
+      .reorder(lane_j, lane_i, blk_i, blk_j)
+      .vectorize(lane_j, t.vector)
+      .unroll(lane_j)
+      .unroll(lane_i);
+  // bound_extent: the logits need no scores past Sk (bounds inference trims the block there),
+  // but the unrolled block needs its constant shape.
+  f.scores.compute_at(scores_tile, blk_i)
+      .bound_extent(x.j, t.score_keys)
+      .vectorize(x.j, t.vector)
+      .unroll(x.j)
+      .unroll(x.i);
+  RVar pair_x(f.r_d.x), pair_y(f.r_d.y);
+  f.scores.update()
+      .reorder(pair_x, x.j, x.i, pair_y)
+      .atomic()
+      .vectorize(pair_x)
+      .vectorize(x.j, t.vector)
+      .unroll(x.j)
+      .unroll(x.i);
+
+  // Softmax along each row (every split is whole: f.hides_keys), each lane keeping its own max
+  // and sum over the split's keys.
+  f.row_max.compute_at(at);
+  reduce_key_vectors(f, t, f.row_max);
+  f.weights.compute_at(at).vectorize(x.j, t.vector);
+  f.row_sum.compute_at(at);
+  reduce_key_vectors(f, t, f.row_sum);
+
+  schedule_weighted_sum_by_key_chunks(f, t, at);
+  for (Func stage : {f.split_lse, f.logits, f.row_max, f.weights, f.row_sum, f.weighted_sum}) {
+    stage.hoist_storage(tile_level);
+  }
+  schedule_split_combine(f, t, tile);
+}
+
 // Decode (few queries), split-KV: one parallel work item per (key split, head, batch), so even a
 // single head with a long KV cache fills every core; each item streams its split of K and V once
 // and leaves Dv + 1 floats per row (its output and logsumexp), which the tile of `out` combines.
@@ -189,25 +300,9 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
   // Short keys (kernel regression on a few features): a vector of keys at a time, one feature
   // after another (strided loads of k), instead of mostly empty feature lanes.
   f.scores.update().reorder(f.r_d, x.j, x.i).vectorize(x.j, t.vector);
-  // Reductions across a split's keys, a vector of keys at a time. With whole splits (no predicate
-  // on the keys) each lane keeps its own partial result and the lanes meet once at the end;
-  // otherwise each vector is reduced as it comes (in order: a chain of scalar adds).
-  auto reduce_key_vectors = [&](Func stat, const std::vector<VarOrRVar>& inner_to_outer) {
-    Stage update = stat.update();
-    if (!f.whole_splits) {
-      update.split(f.r_j, key_outer, key_lane, t.vector).atomic().vectorize(key_lane);
-      return;
-    }
-    Func lanes = update.split(f.r_j, key_outer, key_lane, t.vector).rfactor(key_lane, lane);
-    lanes.compute_at(stat, x.i).vectorize(lane);
-    std::vector<VarOrRVar> order = {lane, key_outer};
-    order.insert(order.end(), inner_to_outer.begin(), inner_to_outer.end());
-    lanes.update().reorder(order).vectorize(lane);
-    stat.update().atomic().vectorize(key_lane);
-  };
   for (Func stat : {f.row_max, f.row_sum}) {
     stat.compute_at(at);
-    reduce_key_vectors(stat, {});
+    reduce_key_vectors(f, t, stat);
   }
   f.weights.compute_at(at).vectorize(x.j, t.vector);
   if (f.custom_logits) f.logits.compute_at(at).vectorize(x.j, t.vector);
@@ -263,7 +358,9 @@ inline void schedule_sdpa_cpu(SdpaFuncs& f, const CpuTiling& t, bool wide_querie
   tile_loops(f.logsumexp);
   f.logsumexp.compute_with(f.out, tile);
 
-  if (wide_queries) {
+  if (f.bf16_pairs) {
+    schedule_prefill_pair_stages(f, t, tile);
+  } else if (wide_queries) {
     schedule_prefill_stages(f, t, tile);
   } else {
     schedule_decode_stages(f, t, tile);

@@ -56,8 +56,9 @@ class TilingParams {
 
 // `tiling_target` picks the CPU tiling (the generators' tests-only tiling_as; normally `target`).
 // A tiling the schedule cannot honour stops the generator with a message naming the parameter.
+// bf16_pairs: the native bf16 prefill's tiling (attention_contract::cpu_pair_tiling).
 inline SdpaPlan sdpa_plan(const Halide::Target& target, const Halide::Target& tiling_target,
-                          bool wide_queries, const TilingParams& params) {
+                          bool wide_queries, const TilingParams& params, bool bf16_pairs = false) {
   SdpaPlan p;
   p.gpu = target.has_gpu_feature();
   p.wide_queries = wide_queries;
@@ -67,10 +68,12 @@ inline SdpaPlan sdpa_plan(const Halide::Target& target, const Halide::Target& ti
         attention_contract::with_overrides(gpu_tiling(target, wide_queries), params.gpu_values());
     error = attention_contract::gpu_tiling_error(p.gpu_tiling);
   } else {
-    p.cpu = attention_contract::with_overrides(cpu_tiling(tiling_target, wide_queries),
-                                               params.cpu_values());
-    error =
-        attention_contract::cpu_tiling_error(p.cpu, vector_registers(tiling_target), wide_queries);
+    const CpuTiling base =
+        bf16_pairs ? attention_contract::cpu_pair_tiling(tiling_target.natural_vector_size<float>())
+                   : cpu_tiling(tiling_target, wide_queries);
+    p.cpu = attention_contract::with_overrides(base, params.cpu_values());
+    error = attention_contract::cpu_tiling_error(p.cpu, vector_registers(tiling_target),
+                                                 wide_queries, bf16_pairs);
   }
   _halide_user_assert(error.empty())
       << "tiling for " << tiling_target.to_string() << " (" << (wide_queries ? "prefill" : "decode")

@@ -285,7 +285,9 @@ std::vector<KernelLibraryInfo> kernel_libraries() {
 }
 
 std::string sdpa_kernel_name(int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, bool masked,
-                             DType kv) {
+                             DType kv, DType q_out) {
+  const auto* native = detail::bf16_prefill_for(q_out, kv, kv, q_out, masked, Sq, Sk, D);
+  if (native != nullptr) return native->name;
   detail::KernelChoice choice;
   const detail::HalfKvDecodeRow* half =
       detail::half_kv_decode(kv, kv, masked, B, H, Sq, Sk, &choice);

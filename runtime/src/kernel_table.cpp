@@ -10,6 +10,11 @@
 
 #include "kernel_choice.h"
 #include "kernel_slots.h"
+#if ATTENTION_BF16_PREFILL
+#include <cpuid.h>
+
+#include "sdpa_bf16_prefill.h"
+#endif
 #include "sdpa_bf16kv_decode.h"
 #include "sdpa_bf16kv_masked_decode.h"
 #include "sdpa_f16kv_decode.h"
@@ -57,6 +62,10 @@ const TilingPair<decltype(&additive_f32_prefill)> kAdditive{ATTENTION_SLOT(addit
                                                             ATTENTION_SLOT(additive_f32_decode)};
 const TilingPair<decltype(&nadaraya_watson_f32_prefill)> kNadarayaWatson{
     ATTENTION_SLOT(nadaraya_watson_f32_prefill), ATTENTION_SLOT(nadaraya_watson_f32_decode)};
+
+#if ATTENTION_BF16_PREFILL
+const KernelSlot<decltype(&sdpa_f32_prefill)> kBf16Prefill = ATTENTION_SLOT(sdpa_bf16_prefill);
+#endif
 
 #undef ATTENTION_SLOT
 
@@ -205,6 +214,45 @@ const HalfKvDecodeRow* half_kv_decode(DType kv, DType v, bool masked, int64_t B,
   return choice->prefill ? nullptr : row;
 }
 
+const KernelSlot<decltype(&sdpa_f32_prefill)>* bf16_prefill_kernel() {
+#if ATTENTION_BF16_PREFILL && defined(__x86_64__)
+  // Every extension LLVM may use under the kernel's target, by CPUID leaf 7: AVX-512 F, DQ, IFMA,
+  // CD, BW, VL (subleaf 0, ebx), VBMI, VBMI2, VNNI, BITALG (ecx), BF16 (subleaf 1, eax bit 5).
+  // Halide's own check knows nothing of avx512_zen4 (it would pass an Ice Lake), hence these.
+  static const bool has_bf16 = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+    const unsigned ebx =
+        (1u << 16) | (1u << 17) | (1u << 21) | (1u << 28) | (1u << 30) | (1u << 31);
+    const unsigned ecx = (1u << 1) | (1u << 6) | (1u << 11) | (1u << 12);
+    if ((b & ebx) != ebx || (c & ecx) != ecx) return false;
+    return __get_cpuid_count(7, 1, &a, &b, &c, &d) && (a & (1u << 5)) != 0;
+  }();
+  if (!has_bf16) return nullptr;
+  constexpr int kWords = (halide_target_feature_end + 63) / 64;
+  uint64_t features[kWords] = {};
+  for (int f : {halide_target_feature_sse41, halide_target_feature_avx, halide_target_feature_f16c,
+                halide_target_feature_fma, halide_target_feature_avx2, halide_target_feature_avx512,
+                halide_target_feature_avx512_skylake, halide_target_feature_avx512_cannonlake,
+                halide_target_feature_avx512_zen4}) {
+    features[f / 64] |= uint64_t(1) << (f % 64);
+  }
+  return halide_can_use_target_features(kWords, features) ? &kBf16Prefill : nullptr;
+#else
+  return nullptr;
+#endif
+}
+
+const KernelSlot<decltype(&sdpa_f32_prefill)>* bf16_prefill_for(DType q, DType k, DType v,
+                                                                DType out, bool masked, int64_t Sq,
+                                                                int64_t Sk, int64_t D) {
+  for (DType t : {q, k, v, out}) {
+    if (t != DType::BFloat16) return nullptr;
+  }
+  if (masked || !attention_contract::use_prefill(Sq) || Sk == 0 || D % 2 != 0) return nullptr;
+  return bf16_prefill_kernel();
+}
+
 const KernelSlot<decltype(&sdpa_f32_prefill)>* tuned_sdpa(std::string_view bucket) {
   return find_tuned(kTunedPlain, bucket);
 }
@@ -261,7 +309,11 @@ const CpuTiling& kernel_cpu_tiling(std::string_view kernel) {
     std::map<std::string, CpuTiling, std::less<>> result;
     for (const KernelBuild& build : kBuilds) {
       if (gpu_api_of(build)) continue;
-      const CpuTiling& base = builds_prefill(build) ? info.prefill : info.decode;
+      // The native bf16 prefill has its own tiling (one target: AVX-512, 16 lanes).
+      const CpuTiling base = build_param(build, "q_type") == "bfloat16"
+                                 ? attention_contract::cpu_pair_tiling(16)
+                             : builds_prefill(build) ? info.prefill
+                                                     : info.decode;
       result[build.name] = with_build_params(base, build, attention_contract::kCpuTilingParams);
     }
     return result;
@@ -309,6 +361,9 @@ std::vector<KernelSlotInfo> kernel_slots() {
     slots.push_back({family, "cpu", "decode", row->plain.name});
     slots.push_back({family, "cpu", "masked_decode", row->masked.name});
   }
+#if ATTENTION_BF16_PREFILL
+  slots.push_back({"sdpa_bf16", "cpu", "prefill", kBf16Prefill.name});
+#endif
   slots.push_back({"additive", "cpu", "masked_prefill", kAdditive.prefill.name});
   slots.push_back({"additive", "cpu", "masked_decode", kAdditive.decode.name});
   slots.push_back({"nadaraya_watson", "cpu", "prefill", kNadarayaWatson.prefill.name});

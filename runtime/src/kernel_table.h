@@ -63,6 +63,18 @@ const HalfKvDecodeRow* half_kv_decode_row(DType kv);
 const HalfKvDecodeRow* half_kv_decode(DType kv, DType v, bool masked, int64_t B, int64_t H,
                                       int64_t Sq, int64_t Sk, KernelChoice* choice);
 
+// The native bf16 prefill (generators/CMakeLists.txt: sdpa_bf16_prefill; the fp32 kernels'
+// signature, with bfloat16 q, k and v), when this build has it and this CPU runs it: AVX-512 BF16
+// by CPUID, and the rest of its target's features by Halide's check (so a hook that caps the ISA,
+// halide_set_custom_can_use_target_features, caps it too). nullptr otherwise.
+const KernelSlot<decltype(&sdpa_f32_prefill)>* bf16_prefill_kernel();
+// The native bf16 prefill for a CPU call with q, k, v and out of these dtypes, its mask `masked`
+// and D, if it serves the call: all BFloat16, no mask, the prefill variant (Sq >
+// attention_contract::kDecodeMaxQueries), D even, Sk >= 1. nullptr: the call widens to fp32.
+const KernelSlot<decltype(&sdpa_f32_prefill)>* bf16_prefill_for(DType q, DType k, DType v,
+                                                                DType out, bool masked, int64_t Sq,
+                                                                int64_t Sk, int64_t D);
+
 // multi_head_attention's whole block (always the prefill tiling).
 struct MhaRow {
   KernelSlot<decltype(&mha_f32)> plain;

@@ -138,12 +138,38 @@ Status run_half_kv_decode(const detail::HalfKvDecodeRow& row, const detail::Kern
                                   mask.arguments(/*values_finite=*/false), outputs);
 }
 
-// A call with a Float16 or BFloat16 operand (q, k, v, out or the additive mask). Decode over a
-// half KV cache reads k and v as stored (the call's bytes are the cache's); every other call
-// widens its half operands exactly, runs the fp32 path, and rounds the result into out once.
+// The native bf16 prefill (detail::bf16_prefill_for): q, k and v read as stored, out rounded
+// from the kernel's fp32 result. Rows must be contiguous (Halide's inputs take dense rows).
+Status run_bf16_prefill(const detail::KernelSlot<decltype(&sdpa_f32_prefill)>& kernel,
+                        const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& out, const SdpaOptions& options) {
+  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
+  const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
+  detail::Fp32Output result;
+  ATTENTION_RETURN_IF_ERROR(result.stage(out));
+  std::vector<float> lse_scratch;
+  const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
+  detail::HalideView hq(q), hk(k), hv(v), hout(result.view()), hlse(lse);
+  ATTENTION_RETURN_IF_ERROR(detail::run_kernel(
+      kernel.name, kernel.fn, hq.get(), hk.get(), hv.get(), scale,
+      detail::prefill_key_split(kernel.name, k.shape[2]), hout.get(), hlse.get()));
+  return result.finish();
+}
+
+// A call with a Float16 or BFloat16 operand (q, k, v, out or the additive mask). Unmasked bf16
+// prefill runs natively where the CPU has AVX-512 BF16; decode over a half KV cache reads k and
+// v as stored (the call's bytes are the cache's); every other call widens its half operands
+// exactly, runs the fp32 path, and rounds the result into out once.
 Status run_half(detail::Run run, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const SdpaOptions& options) {
   if (run == detail::Run::CUDA) return detail::half_on_cuda_unsupported("q, k, v, out");
+  if (run == detail::Run::CPU) {
+    const bool dense_rows = q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1;
+    const auto* native =
+        detail::bf16_prefill_for(q.dtype, k.dtype, v.dtype, out.dtype, !options.mask.empty(),
+                                 q.shape[2], k.shape[2], q.shape[3]);
+    if (native != nullptr && dense_rows) return run_bf16_prefill(*native, q, k, v, out, options);
+  }
   detail::Fp32Output result;
   detail::Fp32Input wq, wmask;
   ATTENTION_RETURN_IF_ERROR(result.stage(out));

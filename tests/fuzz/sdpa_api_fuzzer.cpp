@@ -154,10 +154,11 @@ void mark(const TensorView& t, const float* pool, std::vector<bool>& written) {
 }
 
 // DESIGN.md's fp32 rule, or for an output stored in a half type `half` the half rule (2x the
-// rounding error of the reference to that type, plus a floor); NaN must match NaN (inputs are
-// finite here, so none is expected).
+// rounding error of the naive loops to that type, plus a floor; `naive`: their output where it is
+// not `want`); NaN must match NaN (inputs are finite here, so none is expected).
 void expect_close(const std::vector<float>& got, const std::vector<double>& want,
-                  attention::DType half = attention::DType::Float32) {
+                  attention::DType half = attention::DType::Float32,
+                  const std::vector<double>* naive = nullptr) {
   if (got.size() != want.size()) fail("result size differs from the reference");
   double max_ref = 0, max_err = 0, err2 = 0, ref2 = 0, max_rounding = 0;
   for (size_t i = 0; i < got.size(); ++i) {
@@ -170,8 +171,9 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
     const double err = std::abs(got[i] - want[i]);
     max_ref = std::max(max_ref, std::abs(want[i]));
     max_err = std::max(max_err, err);
+    const double naive_i = naive != nullptr ? (*naive)[i] : want[i];
     max_rounding =
-        std::max(max_rounding, std::abs(double(round_to(half, float(want[i]))) - want[i]));
+        std::max(max_rounding, std::abs(double(round_to(half, float(naive_i))) - want[i]));
     err2 += err * err;
     ref2 += want[i] * want[i];
   }
@@ -260,7 +262,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<double> want_out, want_lse;
   const double scale = options.scale ? double(*options.scale) : 1.0 / std::sqrt(double(q.shape[3]));
   reference_sdpa(original(q, q32), original(k, k32), original(v, v32), scale, &want_out, &want_lse);
-  expect_close(dense(out), want_out, out.dtype);
+  // The native bf16 prefill rounds its softmax weights to bfloat16 for P·V (FlashAttention's P):
+  // its naive loops do too (reference_sdpa's weights_storage).
+  const attention::DType bf16 = attention::DType::BFloat16;
+  const bool native =
+      q.dtype == bf16 && k.dtype == bf16 && v.dtype == bf16 && out.dtype == bf16 &&
+      q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1 &&
+      attention::sdpa_kernel_name(q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3], false,
+                                  bf16, bf16) == "sdpa_bf16_prefill";
+  std::vector<double> naive_out;
+  if (native) {
+    reference_sdpa(original(q, q32), original(k, k32), original(v, v32), scale, &naive_out, nullptr,
+                   nullptr, bf16);
+  }
+  expect_close(dense(out), want_out, out.dtype, native ? &naive_out : nullptr);
   if (options.logsumexp.data != nullptr) expect_close(dense(options.logsumexp), want_lse);
   ++outcomes.computed;
   outcomes.computed_half += is_half(q) || is_half(k) || is_half(v) || is_half(out);

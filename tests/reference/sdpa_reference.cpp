@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "reference/half_reference.h"
+
 namespace {
 
 // Start of row (b, h, s) of a rank-4 fp32 view; elements along the last dim are `strides[3]` apart.
@@ -88,7 +90,8 @@ template <typename Score, typename Value>
 void attention_core(const Score& score, int64_t heads, int64_t q_len, const Value& value,
                     const ValueShape& value_shape, std::vector<double>* out,
                     std::vector<double>* lse, const attention::MaskOptions* mask,
-                    std::vector<double>* attention_weights) {
+                    std::vector<double>* attention_weights,
+                    attention::DType weights_storage = attention::DType::Float32) {
   const int64_t batch = value_shape.batch, kv_heads = value_shape.kv_heads;
   const int64_t kv_len = value_shape.kv_len, value_dim = value_shape.value_dim;
   out->assign(static_cast<size_t>(batch * heads * q_len * value_dim), 0.0);
@@ -140,13 +143,25 @@ void attention_core(const Score& score, int64_t heads, int64_t q_len, const Valu
           row_sum += weights[j];
         }
         const int64_t row_index = (b * heads + h) * q_len + i;
+        std::vector<double> stored = weights;
+        if (weights_storage != attention::DType::Float32) {
+          for (double& w : stored) w = round_to(weights_storage, static_cast<float>(w));
+        }
         for (int64_t d = 0; d < value_dim; ++d) {
-          double acc = 0.0;
+          // Neumaier's compensated sum: terms that cancel (two top keys with opposite values)
+          // must not leave a plain double sum at an exact 0 that the true value is not. Once the
+          // sum is inf or NaN it stays the plain sum (inf - inf in the correction would be NaN).
+          double acc = 0.0, low = 0.0;
           for (int64_t j = 0; j < kv_len; ++j) {
             if (!visible[j]) continue;  // nor its v
-            acc += weights[j] * value(b, kv_head, j, d);
+            const double term = stored[j] * value(b, kv_head, j, d);
+            const double sum = acc + term;
+            if (std::isfinite(sum)) {
+              low += std::abs(acc) >= std::abs(term) ? (acc - sum) + term : (term - sum) + acc;
+            }
+            acc = sum;
           }
-          (*out)[row_index * value_dim + d] = acc / row_sum;
+          (*out)[row_index * value_dim + d] = (std::isfinite(acc) ? acc + low : acc) / row_sum;
         }
         if (lse != nullptr) (*lse)[row_index] = row_max + std::log(row_sum);
         if (attention_weights != nullptr) {
@@ -182,7 +197,8 @@ void reference_attention(const PairScore& score, int64_t heads, int64_t q_len, c
 
 void reference_sdpa(const attention::TensorView& q, const attention::TensorView& k,
                     const attention::TensorView& v, double scale, std::vector<double>* out,
-                    std::vector<double>* lse, const attention::MaskOptions* mask) {
+                    std::vector<double>* lse, const attention::MaskOptions* mask,
+                    attention::DType weights_storage) {
   const int64_t heads = q.shape[1], head_dim = q.shape[3];
   const int64_t group = k.shape[1] == 0 ? 1 : heads / k.shape[1];
   // Lambdas, not std::function: the demo times this as the naive loop.
@@ -194,5 +210,5 @@ void reference_sdpa(const attention::TensorView& q, const attention::TensorView&
   };
   attention_core(score, heads, q.shape[2], value,
                  ValueShape{v.shape[0], v.shape[1], v.shape[2], v.shape[3]}, out, lse, mask,
-                 nullptr);
+                 nullptr, weights_storage);
 }

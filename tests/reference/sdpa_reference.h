@@ -13,9 +13,13 @@
 // logsumexp of each row's scaled scores. Sk == 0 gives zeros and lse = -inf.
 // With `mask`, the semantics documented at attention::MaskOptions, written independently of the
 // kernels: hidden keys are skipped (never read), and a row that sees no key gives zeros, lse -inf.
+// weights_storage: the naive loops of a kernel that stores the softmax weights in that type for
+// P·V (BFloat16: the native bf16 prefill, as FlashAttention does): each weight exp(s - max) is
+// rounded to it before it multiplies v; the row sum (and lse) stay exact.
 void reference_sdpa(const attention::TensorView& q, const attention::TensorView& k,
                     const attention::TensorView& v, double scale, std::vector<double>* out,
-                    std::vector<double>* lse, const attention::MaskOptions* mask = nullptr);
+                    std::vector<double>* lse, const attention::MaskOptions* mask = nullptr,
+                    attention::DType weights_storage = attention::DType::Float32);
 
 // The same softmax, masks and rules with any pair score (before masks and biases), for the other
 // score forms: score(b, h, i, j) for query i and key j of batch b, query head h. v is rank 4

@@ -398,11 +398,14 @@ struct KernelLibraryInfo {
 std::vector<KernelLibraryInfo> kernel_libraries();
 
 // The generated kernel a CPU scaled_dot_product_attention call of this shape runs now (with any
-// mask when `masked`, k and v of dtype `kv`): built-in, tuned or from a kernel library, e.g.
-// "sdpa_f32_decode", or "sdpa_bf16kv_decode" for a decode call over a BFloat16 KV cache (a half
-// call that is not decode names the fp32 kernel it runs on widened operands).
+// mask when `masked`, k and v of dtype `kv`, q and out of dtype `q_out`, rows contiguous):
+// built-in, tuned or from a kernel library, e.g. "sdpa_f32_decode", "sdpa_bf16kv_decode" for a
+// decode call over a BFloat16 KV cache, "sdpa_bf16_prefill" for an unmasked all-BFloat16 prefill
+// on a CPU with AVX-512 BF16 (any other half call names the fp32 kernel it runs on widened
+// operands).
 std::string sdpa_kernel_name(int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,
-                             bool masked = false, DType kv = DType::Float32);
+                             bool masked = false, DType kv = DType::Float32,
+                             DType q_out = DType::Float32);
 // The generated kernel of a CPU multi_head_attention call, without or with masks.
 std::string mha_kernel_name(bool masked = false);
 
