@@ -1,7 +1,7 @@
 // Half precision beyond the suites' all-half mode (ATTENTION_TEST_DTYPE): the conversion kernels
 // against the reference conversions (every Float16 and BFloat16 value widened; special, boundary
 // and random values rounded), fp32 queries and outputs over a half KV cache (the native decode
-// kernels and the widening path), mixed types, and the errors.
+// kernels and the widening path), mixed types, the native bf16 prefill, and the errors.
 #include "half_precision.h"
 
 #include <gtest/gtest.h>
