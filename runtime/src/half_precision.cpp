@@ -42,22 +42,18 @@ TensorView dense_view(const TensorView& t, void* data, DType dtype) {
   return view;
 }
 
-// A dense fp32 view of `t`'s shape over `storage` (allocated to fit, uninitialized: the caller
-// writes every element).
-TensorView dense_fp32(const TensorView& t, std::unique_ptr<float[]>& storage) {
-  storage.reset(new float[static_cast<size_t>(t.numel())]);
-  return dense_view(t, storage.get(), DType::Float32);
-}
-
-// A dense fp32 view for `t`, or OutOfMemory naming it.
-Status allocate_fp32(const TensorView& t, std::unique_ptr<float[]>& storage, TensorView* view) {
-  try {
-    *view = dense_fp32(t, storage);
-  } catch (const std::bad_alloc&) {
+// A dense fp32 view for `t` over `storage` (allocated to fit, uninitialized: the caller writes
+// every element), or OutOfMemory naming it.
+Status allocate_fp32(const TensorView& t, ScratchFloats& storage, TensorView* view) {
+  configure_halide_runtime();  // the caching allocator behind halide_malloc
+  storage.reset(
+      static_cast<float*>(halide_malloc(nullptr, static_cast<size_t>(t.numel()) * sizeof(float))));
+  if (storage == nullptr) {
     return Status::error(StatusCode::OutOfMemory, "out of memory for an fp32 copy of a " +
                                                       std::string(dtype_name(t.dtype)) +
                                                       " tensor " + shape_string(t));
   }
+  *view = dense_view(t, storage.get(), DType::Float32);
   return Status::ok_status();
 }
 
