@@ -15,9 +15,10 @@ namespace {
 constexpr size_t kAlignment = 64;
 // A header in front of each block remembers its capacity (Halide's free passes only the pointer).
 constexpr size_t kHeader = kAlignment;
-// A work item holds up to six buffers at once; only the large ones are worth keeping (glibc serves
-// small blocks from its arenas without page faults).
-constexpr int kMaxCachedBlocks = 8;
+// A work item holds up to six buffers at once, a half-precision call four fp32 copies of its
+// tensors; only the large ones are worth keeping (glibc serves small blocks from its arenas
+// without page faults).
+constexpr int kMaxCachedBlocks = 12;
 constexpr size_t kMinCachedBytes = size_t(64) << 10;
 constexpr size_t kMaxCachedBytes = size_t(64) << 20;
 
@@ -55,16 +56,20 @@ class ThreadCache {
     }
     if (best < 0) return nullptr;
     void* user = blocks_[best].user;
-    bytes_ -= blocks_[best].capacity;
-    blocks_[best] = blocks_[--count_];
+    remove(best);
     return user;
   }
 
+  // Keeps a freed block, releasing the oldest kept ones if it would not fit otherwise: calls of a
+  // new shape replace the blocks of the last one instead of being turned away (a benchmark that
+  // alternates shapes saw the half-precision scratch of 8 MiB tensors mapped afresh every call).
   bool keep(void* user) {
     const size_t capacity = capacity_of(user);
-    if (capacity < kMinCachedBytes || count_ == kMaxCachedBlocks ||
-        bytes_ + capacity > kMaxCachedBytes) {
-      return false;
+    if (capacity < kMinCachedBytes || capacity > kMaxCachedBytes) return false;
+    while (count_ == kMaxCachedBlocks || bytes_ + capacity > kMaxCachedBytes) {
+      void* oldest = blocks_[0].user;
+      remove(0);
+      release(oldest);
     }
     blocks_[count_++] = Block{user, capacity};
     bytes_ += capacity;
@@ -72,7 +77,14 @@ class ThreadCache {
   }
 
  private:
-  Block blocks_[kMaxCachedBlocks];
+  // Removes block n, keeping the others oldest first.
+  void remove(int n) {
+    bytes_ -= blocks_[n].capacity;
+    for (int m = n + 1; m < count_; ++m) blocks_[m - 1] = blocks_[m];
+    --count_;
+  }
+
+  Block blocks_[kMaxCachedBlocks];  // oldest first
   int count_ = 0;
   size_t bytes_ = 0;
 };
