@@ -34,6 +34,9 @@ using namespace attention_gen;
 class MhaGenerator : public Generator<MhaGenerator> {
  public:
   GeneratorParam<bool> masked{"masked", true};
+  // GPU targets: the projections' tiles (schedule/cuda.h, GpuLinearTiling).
+  GeneratorParam<int> gpu_proj_tile{"gpu_proj_tile", GpuLinearTiling{}.tile};
+  GeneratorParam<int> gpu_proj_k_block{"gpu_proj_k_block", GpuLinearTiling{}.k_block};
   // The attention stage's tiling choices (kernel_contract.h; the prefill tiling's).
   TilingParams tiling;
 
@@ -97,6 +100,12 @@ class MhaGenerator : public Generator<MhaGenerator> {
     in.seq_k = Sk;
     in.heads_per_kv = H / num_kv_heads;
     in.key_split = *key_split_;
+    if (plan_.gpu) {
+      // The register tiles hold split_keys keys: a larger split would drop keys.
+      add_requirement(*key_split_ >= 1 && *key_split_ <= plan_.gpu_tiling.split_keys,
+                      "key_split must be in [1, ", plan_.gpu_tiling.split_keys, "], got ",
+                      *key_split_);
+    }
     set_feature_blocks(in, plan_);
     attention_ = scaled_dot_product(in);
 
@@ -123,13 +132,18 @@ class MhaGenerator : public Generator<MhaGenerator> {
     const AttentionVars& x = attention_.vars;
     if (plan_.gpu) {
       // GPU: each projection and the attention a kernel of their own (schedule/cuda.h).
-      for (LinearFuncs* proj : {&q_proj_, &k_proj_, &v_proj_}) {
-        proj->y.compute_root();
-        schedule_linear_gpu(*proj);
+      const GpuLinearTiling proj{gpu_proj_tile, gpu_proj_k_block};
+      const std::string error = gpu_linear_tiling_error(proj);
+      _halide_user_assert(error.empty()) << error << "\n";
+      // Whole tiles from 0 (the attention's clamped reads would start v's rows anywhere), so each
+      // thread's 4 rows and columns are aligned 4-wide loads of the staged blocks.
+      for (LinearFuncs* f : {&q_proj_, &k_proj_, &v_proj_}) {
+        f->y.compute_root().align_bounds(f->n, proj.tile).align_bounds(f->m, proj.tile);
+        schedule_linear_gpu(*f, proj);
       }
       attention_.out.compute_root().reorder_storage(x.c, x.h, x.i, x.b);
       schedule_sdpa(attention_, plan_);
-      schedule_linear_gpu(out_proj_);
+      schedule_linear_gpu(out_proj_, proj);
       return;
     }
     const std::pair<LinearFuncs*, const Input<Buffer<float, 2>>*> projections[] = {

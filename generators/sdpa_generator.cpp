@@ -131,6 +131,12 @@ class SdpaGeneratorBase : public Generator<Self> {
     lse = funcs_.logsumexp;
     // Block skipping needs query positions that start at 0, so a tile's rows are its group's rows.
     out.dim(1).set_min(0);
+    if (plan_.gpu) {
+      // The register tiles hold split_keys keys: a larger split would drop keys.
+      this->add_requirement(*key_split_ >= 1 && *key_split_ <= plan_.gpu_tiling.split_keys,
+                            "key_split must be in [1, ", plan_.gpu_tiling.split_keys, "], got ",
+                            *key_split_);
+    }
     // logsumexp covers exactly out's rows; stating it lets the schedule fuse their loops exactly.
     for (int dim = 0; dim < 3; ++dim) {
       lse.dim(dim).set_bounds(out.dim(dim + 1).min(), out.dim(dim + 1).extent());

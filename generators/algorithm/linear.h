@@ -15,6 +15,7 @@ struct LinearFuncs {
   Halide::Var n{"n"}, m{"m"}, b{"b"};
   std::vector<Halide::Var> k;  // the reduced dims as pure Vars (weight_t's)
   Halide::RDom r_k;            // over the reduced dims, innermost first
+  Halide::Func x;              // (k..., m, b): the left operand as given (GPU schedules stage it)
   Halide::Func weight_t;       // (n, k..., b): the weight with n innermost (schedules pack it)
   Halide::Func product;        // (n, m, b): bias(n) + Σ_k x(k..., m, b) · weight_t(n, k..., b)
   Halide::Func y;              // (n, m, b): the product
@@ -30,6 +31,7 @@ inline LinearFuncs linear_product(const Halide::Func& x, const Halide::Func& wei
                                   const std::vector<Halide::Expr>& reduced) {
   using namespace Halide;
   LinearFuncs f;
+  f.x = x;
   Region region;
   for (size_t dim = 0; dim < reduced.size(); ++dim) {
     f.k.emplace_back("k" + std::to_string(dim));

@@ -201,6 +201,21 @@ constexpr int64_t gpu_shared_bytes(const GpuTiling& t) {
 inline constexpr int64_t kGpuSharedBudget = 44 * 1024;
 inline constexpr int32_t kGpuSplitKeyMultiple = 16;
 
+// GPU device memory of the split results (schedule/cuda.h: split_result, computed whole before the
+// combine) for `heads` (batch, head) pairs of `rows` query rows each, against Sk keys, Dv value
+// features: two fp32 planes (each split's output and its logsumexp) over the value features
+// rounded up to whole feature passes (feature_threads × pv_features), every key split, and the
+// rows rounded up to whole query tiles. The runtime computes larger calls in chunks of rows (and
+// of heads) that fit a workspace limit.
+constexpr int64_t gpu_split_workspace_bytes(int64_t heads, int64_t rows, int64_t Sk, int64_t Dv,
+                                            const GpuTiling& t) {
+  const int64_t pass = int64_t{t.feature_threads} * t.pv_features;
+  const int64_t features = (Dv + pass - 1) / pass * pass;
+  const int64_t splits = (Sk + t.split_keys - 1) / t.split_keys;
+  const int64_t padded_rows = (rows + t.query_tile - 1) / t.query_tile * t.query_tile;
+  return 2 * 4 * features * splits * padded_rows * heads;
+}
+
 // ---- Tiling parameters: every tiling choice is a GeneratorParam of the SDPA-family generators
 // (the tuner's search space), named as below; 0 or absent takes the target's default. The build
 // records each kernel's parameters, so the runtime applies the same overrides to its split rules.

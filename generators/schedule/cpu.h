@@ -118,6 +118,34 @@ inline void schedule_split_combine(SdpaFuncs& f, const CpuTiling& t, Halide::Var
   f.out_total.update().reorder(x.c, x.i, f.r_s).vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
 }
 
+// Prefill (both schedules below): the tile's keys go in splits one after another, each computing
+// every stage it needs in place. Schedules split_result at the tile and each split's logsumexp,
+// and returns the level inside a split where its stages go.
+inline Halide::LoopLevel schedule_prefill_splits(SdpaFuncs& f, const CpuTiling& t,
+                                                 Halide::Var tile) {
+  using namespace Halide;
+  const AttentionVars& x = f.vars;
+  f.split_result.compute_at(f.out, tile)
+      .reorder(x.c, x.i, x.s, x.h, x.b)
+      .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  const LoopLevel at(f.split_result, x.s);
+  f.split_lse.compute_at(at).vectorize(x.i, t.vector, TailStrategy::GuardWithIf);
+  return at;
+}
+
+// The rest of a prefill split: P·V by key chunks, then each per-split buffer allocated once per
+// tile (hoist_storage) and reused by every split, and the combine of the splits.
+inline void finish_prefill_splits(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile,
+                                  const Halide::LoopLevel& at) {
+  using namespace Halide;
+  schedule_weighted_sum_by_key_chunks(f, t, at);
+  const LoopLevel tile_level(f.out, tile);
+  for (Func stage : {f.split_lse, f.logits, f.row_max, f.weights, f.row_sum, f.weighted_sum}) {
+    stage.hoist_storage(tile_level);
+  }
+  schedule_split_combine(f, t, tile);
+}
+
 // Prefill: many queries per tile, so Q·Kᵀ reuses each key across a register block of queries.
 // The tile's keys go in splits (an online softmax over key blocks): every stage below runs once per
 // split, so the score and weight buffers hold query_tile × key_split floats (96 KiB each at 512
@@ -134,14 +162,7 @@ inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Va
       .reorder(x.i, x.d)
       .vectorize(x.i, t.vector);
 
-  // Splits one after another, each computing every stage it needs in place. Each per-split buffer
-  // is allocated once per tile (hoist_storage) and reused by every split.
-  f.split_result.compute_at(f.out, tile)
-      .reorder(x.c, x.i, x.s, x.h, x.b)
-      .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
-  const LoopLevel at(f.split_result, x.s);
-  const LoopLevel tile_level(f.out, tile);
-  f.split_lse.compute_at(at).vectorize(x.i, t.vector, TailStrategy::GuardWithIf);
+  const LoopLevel at = schedule_prefill_splits(f, t, tile);
 
   // Q·Kᵀ: the split's logits stored key-major; each score_queries × score_keys block of scores is
   // accumulated in registers over d, then masked and copied out.
@@ -183,11 +204,7 @@ inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Va
   f.row_sum.compute_at(at).vectorize(x.i, t.vector);
   f.row_sum.update().reorder(x.i, f.r_j).vectorize(x.i, t.vector);
 
-  schedule_weighted_sum_by_key_chunks(f, t, at);
-  for (Func stage : {f.split_lse, f.logits, f.row_max, f.weights, f.row_sum, f.weighted_sum}) {
-    stage.hoist_storage(tile_level);
-  }
-  schedule_split_combine(f, t, tile);
+  finish_prefill_splits(f, t, tile, at);
 }
 
 // Prefill of bfloat16 q, k and v (SdpaFuncs::bf16_pairs): the same tiles and splits as
@@ -211,12 +228,7 @@ inline void schedule_prefill_pair_stages(SdpaFuncs& f, const CpuTiling& t, Halid
       .unroll(x.p)
       .vectorize(x.j, t.vector, TailStrategy::RoundUp);
 
-  f.split_result.compute_at(f.out, tile)
-      .reorder(x.c, x.i, x.s, x.h, x.b)
-      .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
-  const LoopLevel at(f.split_result, x.s);
-  const LoopLevel tile_level(f.out, tile);
-  f.split_lse.compute_at(at).vectorize(x.i, t.vector, TailStrategy::GuardWithIf);
+  const LoopLevel at = schedule_prefill_splits(f, t, tile);
 
   // Q·Kᵀ: the split's logits stored query-major (keys innermost); each block accumulates in
   // registers over the feature pairs.
@@ -252,11 +264,7 @@ inline void schedule_prefill_pair_stages(SdpaFuncs& f, const CpuTiling& t, Halid
   f.row_sum.compute_at(at);
   reduce_key_vectors(f, t, f.row_sum);
 
-  schedule_weighted_sum_by_key_chunks(f, t, at);
-  for (Func stage : {f.split_lse, f.logits, f.row_max, f.weights, f.row_sum, f.weighted_sum}) {
-    stage.hoist_storage(tile_level);
-  }
-  schedule_split_combine(f, t, tile);
+  finish_prefill_splits(f, t, tile, at);
 }
 
 // Decode (few queries), split-KV: one parallel work item per (key split, head, batch), so even a

@@ -17,6 +17,8 @@
 //   registers (split-KV / flash-decoding for every Sq), and one thread per query its logsumexp.
 #pragma once
 
+#include <string>
+
 #include "Halide.h"
 #include "algorithm/linear.h"
 #include "algorithm/sdpa.h"
@@ -34,6 +36,22 @@ inline GpuApi gpu_api(const Halide::Target& target) {
 // The target's tiling (kernel_contract.h, which the runtime's split rules read too).
 inline GpuTiling gpu_tiling(const Halide::Target& target, bool wide_queries) {
   return attention_contract::gpu_tiling(gpu_api(target), wide_queries);
+}
+
+// A thread's partial sums over one staged block (an rfactor intermediate) in registers: its
+// a × b tile unrolled at `thread` (inside the loops over threads), the block's reduction `r` in
+// steps of 4 (`step`, `lane`), so that each operand row is one 4-wide load per step.
+inline void schedule_register_partial(Halide::Func partial, const Halide::LoopLevel& thread,
+                                      const Halide::Var& a, const Halide::Var& b,
+                                      const Halide::RVar& r, const Halide::RVar& step,
+                                      const Halide::RVar& lane) {
+  partial.compute_at(thread).unroll(a).unroll(b);
+  partial.update()
+      .split(r, step, lane, 4)
+      .reorder(a, b, lane, step)
+      .unroll(a)
+      .unroll(b)
+      .unroll(lane);
 }
 
 inline void schedule_sdpa_gpu(SdpaFuncs& f, const GpuTiling& t) {
@@ -83,13 +101,8 @@ inline void schedule_sdpa_gpu(SdpaFuncs& f, const GpuTiling& t) {
     score_tile(stage, {});
   }
   score_tile(f.scores.update(), {feature_block});
-  partial.compute_at(f.scores, j_t).unroll(x.i).unroll(x.j);
-  partial.update()
-      .split(feature_in_block, d_step, d_lane, 4)
-      .reorder(x.i, x.j, d_lane, d_step)
-      .unroll(x.i)
-      .unroll(x.j)
-      .unroll(d_lane);
+  schedule_register_partial(partial, LoopLevel(f.scores, j_t), x.i, x.j, feature_in_block, d_step,
+                            d_lane);
   // The staged blocks: a thread per (feature, row), rows in rounds of the block's threads.
   const LoopLevel staged(f.scores, feature_block);
   for (Func operand : {f.q_scaled, f.keys}) {
@@ -144,17 +157,95 @@ inline void schedule_sdpa_gpu(SdpaFuncs& f, const GpuTiling& t) {
   f.out_total.compute_at(f.out, c_in);
 }
 
-// A matrix product of algorithm/linear.h (the MHA projections): one thread per output element of
-// a 16 × 16 tile, one block per (tile, batch), the reduction in a register.
-inline void schedule_linear_gpu(LinearFuncs& f) {
+// The GPU tiling of the matrix products below (the MHA generator's GeneratorParams gpu_proj_tile
+// and gpu_proj_k_block).
+struct GpuLinearTiling {
+  int tile = 64;     // y's columns and rows per block (a thread computes 4 × 4)
+  int k_block = 16;  // elements of the innermost reduced dim staged per step
+  constexpr int threads() const { return (tile / 4) * (tile / 4); }
+};
+
+// Why `t` cannot be scheduled ("" if it can).
+inline std::string gpu_linear_tiling_error(const GpuLinearTiling& t) {
+  if (t.tile % 4 != 0 || t.tile < 16 || t.tile > 128) {
+    return "gpu_proj_tile=" + std::to_string(t.tile) + ": must be a multiple of 4 in [16, 128]";
+  }
+  if (t.k_block % 4 != 0 || t.k_block < 4 || t.threads() % t.k_block != 0) {
+    return "gpu_proj_k_block=" + std::to_string(t.k_block) +
+           ": must be a multiple of 4 that divides the block's " + std::to_string(t.threads()) +
+           " threads";
+  }
+  const int64_t shared = 4 * (int64_t{t.tile} * t.tile + 2 * int64_t{t.tile} * t.k_block);
+  if (shared > attention_contract::kGpuSharedBudget) {
+    return "gpu_proj_tile=" + std::to_string(t.tile) +
+           ", gpu_proj_k_block=" + std::to_string(t.k_block) + ": " + std::to_string(shared) +
+           " bytes of shared memory per block, above " +
+           std::to_string(attention_contract::kGpuSharedBudget);
+  }
+  return "";
+}
+
+// A matrix product of algorithm/linear.h (the MHA projections), register-blocked like the
+// attention's Q·Kᵀ: one GPU block per (tile columns × tile rows of y, batch), threads of 4 × 4
+// outputs. The block's sums live in shared memory (product); per block of k_block elements of the
+// innermost reduced dim, x's rows and the weight's columns are staged in shared memory and each
+// thread sums its 4 × 4 partial products in registers (rfactor), 4 reduced elements per load of
+// each. Blocks round up past the ends: x is read clamped and the weight zero-padded there (see the
+// generator), and only y's guarded stores reach memory.
+inline void schedule_linear_gpu(LinearFuncs& f, const GpuLinearTiling& tiling) {
   using namespace Halide;
-  Var no("no"), ni("ni"), mo("mo"), mi("mi");
-  f.y.split(f.n, no, ni, 16, TailStrategy::GuardWithIf)
-      .split(f.m, mo, mi, 16, TailStrategy::GuardWithIf)
+  constexpr int outputs = 4;
+  const int tile = tiling.tile, k_block = tiling.k_block, threads = tiling.threads();
+  const TailStrategy guard = TailStrategy::GuardWithIf;
+  Var no("no"), ni("ni"), mo("mo"), mi("mi"), nt("nt"), nr("nr"), mt("mt"), mr("mr"), o("o"),
+      in("in"), chunk("chunk"), chunk_h("chunk_h");
+  RVar ko("ko"), ki("ki"), k_step("k_step"), k_lane("k_lane");
+  // A thread's 4 × 4 outputs: adjacent columns (one 4-wide load of the weight) and rows.
+  auto thread_tiles = [&](Stage stage, const Var& n, const Var& m, std::vector<VarOrRVar> outer) {
+    stage.split(n, nt, nr, outputs).split(m, mt, mr, outputs);
+    std::vector<VarOrRVar> order = {nr, mr, nt, mt};
+    order.insert(order.end(), outer.begin(), outer.end());
+    stage.reorder(order).gpu_threads(nt, mt).unroll(nr).unroll(mr);
+  };
+  f.y.split(f.n, no, ni, tile, guard)
+      .split(f.m, mo, mi, tile, guard)
       .reorder(ni, mi, no, mo, f.b)
-      .gpu_blocks(no, mo, f.b)
-      .gpu_threads(ni, mi);
-  f.product.compute_at(f.y, ni);
+      .gpu_blocks(no, mo, f.b);
+  thread_tiles(f.y, ni, mi, {no, mo, f.b});
+
+  // The block's sums: a whole tile however far y's guarded edge blocks reach (constant thread
+  // tiles), in shared memory.
+  f.product.compute_at(f.y, no).bound_extent(f.n, tile).bound_extent(f.m, tile);
+  thread_tiles(f.product, f.n, f.m, {});
+  Stage update = f.product.update().split(f.r_k[0], ko, ki, k_block, guard);
+  std::vector<std::pair<RVar, Var>> preserved = {{ko, chunk}};
+  std::vector<VarOrRVar> outer = {ko};
+  if (f.r_k.dimensions() > 1) {  // the output projection's heads: one staged block per head
+    preserved.emplace_back(f.r_k[1], chunk_h);
+    outer.push_back(f.r_k[1]);
+  }
+  Func partial = update.rfactor(preserved);
+  thread_tiles(f.product.update(), f.n, f.m, outer);
+  schedule_register_partial(partial, LoopLevel(f.product, nt), f.n, f.m, ki, k_step, k_lane);
+
+  // The staged blocks, a thread per element in rounds of the block's threads: x's (k, row) with
+  // the reduced element innermost (coalesced reads), the weight's (column, k) with the column
+  // innermost.
+  const LoopLevel staged(f.product, ko);
+  Func x_block = f.x.in(partial), w_block = f.weight_t.in(partial);
+  const std::vector<Var> x_args = x_block.args(), w_args = w_block.args();
+  const Var& x_row = x_args[x_args.size() - 2];
+  // x stored rows innermost: a thread's 4 rows at one reduced element are one aligned load (the
+  // block's 64 rows are a constant stride; its reduced extent is not, at the tail block).
+  x_block.compute_at(staged)
+      .reorder_storage(x_row, x_args[0])
+      .split(x_row, o, in, threads / k_block, guard)
+      .reorder(x_args[0], in, o)
+      .gpu_threads(x_args[0], in);
+  w_block.compute_at(staged)
+      .split(w_args[1], o, in, threads / tile, guard)
+      .reorder(w_args[0], in, o)
+      .gpu_threads(w_args[0], in);
 }
 
 }  // namespace attention_gen
