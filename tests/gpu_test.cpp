@@ -8,9 +8,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "kernel_choice.h"
 #include "reference/sdpa_reference.h"
 #include "test_util.h"
 
@@ -208,6 +211,161 @@ TEST(CudaDevicePointers, SdpaMatchesReference) {
       EXPECT_TRUE(t.out.outside_view_holds(std::numeric_limits<float>::quiet_NaN()))
           << "in out's padding";
       EXPECT_TRUE(matches_reference(t.lse.to_dense(), reference_lse, t.lse.shape(), Domain::Log));
+    }
+  }
+}
+
+// The chunk plans of GPU calls (no GPU needed): every (batch, head, row) in exactly one chunk,
+// each chunk's split results within the limit, rows from whole query tiles, heads in whole units
+// (GQA groups; MHA's every head); one chunk when the call fits; an error below the least chunk.
+TEST(GpuWorkspace, ChunkPlansCoverEveryRowOnceWithinTheLimit) {
+  using attention::detail::GpuChunk;
+  using attention_contract::gpu_split_workspace_bytes;
+  const attention_contract::GpuTiling prefill =
+      attention_contract::gpu_tiling(attention_contract::GpuApi::CUDA, true);
+  // 4×12×4096²×64: 2 planes × 128 features (a pass of 32 × 4) × 64 splits × 4096 rows × 48 heads.
+  EXPECT_EQ(gpu_split_workspace_bytes(48, 4096, 4096, 64, prefill),
+            int64_t{2} * 128 * 64 * 4096 * 48 * 4);
+  struct Shape {
+    int64_t B, H, unit, Sq, Sk, Dv;
+  };
+  std::mt19937_64 rng(seed_for_current_test());
+  for (const Shape& s : {Shape{3, 8, 2, 300, 1000, 64}, Shape{2, 6, 6, 130, 70, 40},
+                         Shape{4, 4, 1, 1, 5000, 128}, Shape{1, 2, 1, 64, 64, 256}}) {
+    const attention_contract::GpuTiling t =
+        attention_contract::gpu_tiling(attention_contract::GpuApi::CUDA, s.Sq > 2);
+    const int64_t whole = gpu_split_workspace_bytes(s.B * s.H, s.Sq, s.Sk, s.Dv, t);
+    const int64_t least = gpu_split_workspace_bytes(s.unit, 1, s.Sk, s.Dv, t);
+    std::vector<int64_t> limits = {whole,       whole - 1,        least, least + 1, 2 * least,
+                                   s.H * least, s.B * s.H * least};
+    for (int n = 0; n < 20; ++n) {
+      limits.push_back(std::uniform_int_distribution<int64_t>(least, whole)(rng));
+    }
+    for (int64_t limit : limits) {
+      SCOPED_TRACE("B=" + std::to_string(s.B) + " H=" + std::to_string(s.H) +
+                   " unit=" + std::to_string(s.unit) + " Sq=" + std::to_string(s.Sq) +
+                   " limit=" + std::to_string(limit));
+      attention::GpuOptions gpu;
+      gpu.workspace_limit = limit;
+      std::vector<GpuChunk> chunks;
+      ASSERT_TRUE(attention::detail::plan_gpu_chunks(t, s.B, s.H, s.Sq, s.Sk, s.Dv, gpu, "gpu",
+                                                     s.unit, &chunks)
+                      .ok());
+      if (limit >= whole) {
+        EXPECT_EQ(chunks.size(), 1u);
+      }
+      std::vector<int> seen(static_cast<size_t>(s.B * s.H * s.Sq), 0);
+      for (const GpuChunk& c : chunks) {
+        EXPECT_LE(gpu_split_workspace_bytes(c.batches * c.heads, c.rows, s.Sk, s.Dv, t), limit);
+        EXPECT_EQ(c.row % t.query_tile, 0);
+        EXPECT_EQ(c.head % s.unit, 0);
+        EXPECT_EQ(c.heads % s.unit, 0);
+        for (int64_t b = c.batch; b < c.batch + c.batches; ++b) {
+          for (int64_t h = c.head; h < c.head + c.heads; ++h) {
+            for (int64_t i = c.row; i < c.row + c.rows; ++i) ++seen[(b * s.H + h) * s.Sq + i];
+          }
+        }
+      }
+      EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+    }
+    attention::GpuOptions gpu;
+    gpu.workspace_limit = least - 1;
+    std::vector<GpuChunk> chunks;
+    const attention::Status status = attention::detail::plan_gpu_chunks(
+        t, s.B, s.H, s.Sq, s.Sk, s.Dv, gpu, "options.gpu", s.unit, &chunks);
+    EXPECT_EQ(status.code(), attention::StatusCode::InvalidArgument);
+    EXPECT_NE(status.message().find("options.gpu.workspace_limit: " + std::to_string(least - 1) +
+                                    " bytes is below the " + std::to_string(least)),
+              std::string::npos)
+        << status.message();
+  }
+}
+
+// A negative limit is refused for every backend, naming the option; nothing is written.
+TEST(GpuWorkspace, NegativeLimitIsAnError) {
+  SmallCall call;
+  attention::SdpaOptions options;
+  options.gpu.workspace_limit = -1;
+  const attention::Status status = attention::scaled_dot_product_attention(
+      call.t.q.view(), call.t.k.view(), call.t.v.view(), call.t.out.view(), options);
+  EXPECT_EQ(status.code(), attention::StatusCode::InvalidArgument);
+  EXPECT_NE(status.message().find("gpu.workspace_limit: must be >= 0"), std::string::npos)
+      << status.message();
+  EXPECT_TRUE(all_nan(call.t.out));
+}
+
+// The GPU backend available here (OpenCL on PoCL in CI), or none.
+std::optional<Backend> gpu_backend() {
+  for (Backend backend : {Backend::OpenCL, Backend::CUDA}) {
+    if (attention::backend_available(backend).ok()) return backend;
+  }
+  return std::nullopt;
+}
+
+// Calls in chunks give the whole call's results bit for bit: each row, head and batch is
+// computed by the same kernel code whichever chunk holds it. SDPA with GQA, masks whose arguments
+// follow a chunk's rows (bottom-right causal with a window, query and key lengths, a boolean mask
+// per batch, ALiBi), logsumexp given or not, and decode; limits that chunk by rows, by heads and
+// by batches, and one below the least chunk (an error, out untouched).
+TEST(GpuWorkspace, ChunkedCallsMatchWholeCalls) {
+  const std::optional<Backend> backend = gpu_backend();
+  if (!backend) GTEST_SKIP() << "no GPU backend available here";
+  const uint64_t seed = seed_for_current_test();
+  MaskSpec rows_masks;
+  rows_masks.causal = attention::Causal::BottomRight;
+  rows_masks.window = 90;
+  rows_masks.query_lengths = rows_masks.key_lengths = true;
+  MaskSpec tensor_masks;
+  const MaskSpec* const specs[] = {nullptr, &rows_masks, &tensor_masks};
+  tensor_masks.bool_mask = tensor_masks.mask_head_broadcast = true;
+  tensor_masks.alibi = true;
+  for (const SdpaCase& base :
+       {sdpa_case(2, 4, 2, 150, 200, 32, 40), sdpa_case(3, 4, 4, 1, 300, 16, 16)}) {
+    for (const MaskSpec* spec : specs) {
+      SdpaCase c = base;
+      c.logsumexp = spec != &tensor_masks;
+      SCOPED_TRACE(describe(c) + (spec ? ", " + describe(*spec) : "") + ", " + seed_note(seed));
+      SdpaTensors t(c, seed);
+      std::optional<MaskTensors> masks;
+      attention::SdpaOptions options;
+      options.backend = *backend;
+      if (spec) {
+        masks.emplace(*spec, c, seed + 1);
+        options.mask = masks->options;
+      }
+      if (c.logsumexp) options.logsumexp = t.lse.view();
+      const auto run = [&](int64_t limit) {
+        t.out.poison();
+        t.lse.poison();
+        options.gpu.workspace_limit = limit;
+        return attention::scaled_dot_product_attention(t.q.view(), t.k.view(), t.v.view(),
+                                                       t.out.view(), options);
+      };
+      ASSERT_TRUE(run(0).ok());
+      const std::vector<float> whole_out = t.out.to_dense(), whole_lse = t.lse.to_dense();
+      std::vector<double> reference_out, reference_lse;
+      reference_sdpa(t.q.view(), t.k.view(), t.v.view(), c.effective_scale(), &reference_out,
+                     &reference_lse, spec ? &options.mask : nullptr);
+      EXPECT_TRUE(matches_reference(whole_out, reference_out, t.out.shape()));
+      const attention_contract::GpuTiling tiling = attention_contract::gpu_tiling(
+          attention_contract::GpuApi::OpenCL, attention_contract::use_prefill(c.Sq));
+      const int64_t group = c.H / c.Hkv, least = attention_contract::gpu_split_workspace_bytes(
+                                             group, 1, c.Sk, c.Dv, tiling);
+      // One tile of every head (rows), one group of heads (heads), every head of a batch.
+      for (int64_t limit : {c.B * c.H * least, least, c.H * least}) {
+        SCOPED_TRACE("workspace_limit " + std::to_string(limit));
+        const attention::Status status = run(limit);
+        ASSERT_TRUE(status.ok()) << status.message();
+        EXPECT_TRUE(same_bits(t.out.to_dense(), whole_out)) << "in out";
+        if (c.logsumexp) {
+          EXPECT_TRUE(same_bits(t.lse.to_dense(), whole_lse)) << "in logsumexp";
+        }
+        EXPECT_TRUE(t.out.outside_view_holds(std::numeric_limits<float>::quiet_NaN()));
+      }
+      const attention::Status status = run(least - 1);
+      EXPECT_EQ(status.code(), attention::StatusCode::InvalidArgument);
+      EXPECT_NE(status.message().find("gpu.workspace_limit"), std::string::npos);
+      EXPECT_TRUE(all_nan(t.out));
     }
   }
 }

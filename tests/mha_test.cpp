@@ -169,6 +169,7 @@ void expect_matches_reference(const MhaCase& c, const MaskSpec* spec, uint64_t s
   options.backend = test_backend();
   options.num_heads = c.H;
   options.num_kv_heads = c.Hkv;
+  options.gpu = test_gpu_options(c.H, c.Sq, c.Sk, c.E / c.H, spec != nullptr, /*mha=*/true);
   std::optional<MaskTensors> masks;
   if (spec != nullptr) {
     masks.emplace(*spec, sdpa_case(c.B, c.H, c.Hkv, c.Sq, c.Sk, c.E / c.H, c.E / c.H), seed + 1);

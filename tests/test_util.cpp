@@ -9,6 +9,8 @@
 #include <limits>
 #include <sstream>
 
+#include "kernel_choice.h"
+#include "kernel_table.h"
 #include "reference/sdpa_reference.h"
 
 namespace attention_test {
@@ -441,6 +443,29 @@ bool skip_unless_backend_available() {
   return true;
 }
 
+attention::GpuOptions test_gpu_options(int64_t head_unit, int64_t Sq, int64_t Sk, int64_t Dv,
+                                       bool masked, bool mha) {
+  const attention::Backend backend = test_backend();
+  static int calls = 0;
+  if (backend == attention::Backend::CPU || backend == attention::Backend::Auto || Sk == 0 ||
+      calls++ % 2 == 0) {
+    return {};
+  }
+  namespace detail = attention::detail;
+  const detail::Run run =
+      backend == attention::Backend::CUDA ? detail::Run::CUDA : detail::Run::OpenCL;
+  const detail::SdpaRow& sdpa = detail::sdpa_row(run);
+  const bool prefill = attention_contract::use_prefill(Sq);
+  const char* kernel =
+      mha      ? (masked ? detail::mha_row(run).masked.name : detail::mha_row(run).plain.name)
+      : masked ? (prefill ? sdpa.masked.prefill.name : sdpa.masked.decode.name)
+               : (prefill ? sdpa.plain.prefill.name : sdpa.plain.decode.name);
+  attention::GpuOptions gpu;
+  gpu.workspace_limit = attention_contract::gpu_split_workspace_bytes(
+      head_unit, 1, Sk, Dv, detail::kernel_gpu_tiling(kernel));
+  return gpu;
+}
+
 attention::DType native_bf16_weights(const attention::TensorView& q, const attention::TensorView& k,
                                      const attention::TensorView& v, attention::DType dtype,
                                      bool masked) {
@@ -482,6 +507,8 @@ void run_and_compare_half(const SdpaCase& c, const attention::TensorView& q,
   }
   attention::SdpaOptions options;
   options.backend = test_backend();
+  options.gpu = test_gpu_options(q.shape[1] / std::max<int64_t>(k.shape[1], 1), q.shape[2],
+                                 k.shape[2], v.shape[3], !mask.empty());
   options.scale = c.scale;
   options.mask = half_mask;
   if (c.logsumexp) options.logsumexp = lse.view();
@@ -520,6 +547,8 @@ void run_and_compare(const SdpaCase& c, const attention::TensorView& q,
   lse.poison();
   attention::SdpaOptions options;
   options.backend = test_backend();
+  options.gpu = test_gpu_options(q.shape[1] / std::max<int64_t>(k.shape[1], 1), q.shape[2],
+                                 k.shape[2], v.shape[3], !mask.empty());
   options.scale = c.scale;
   options.mask = mask;
   if (c.logsumexp) options.logsumexp = lse.view();

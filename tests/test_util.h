@@ -95,6 +95,12 @@ attention::Backend test_backend();
 // Skips the current test (with the reason) when test_backend() cannot run here; true if skipped.
 bool skip_unless_backend_available();
 
+// The GpuOptions of a test call on test_backend(): on a GPU backend, every other call gets the
+// smallest workspace limit it accepts (one query tile of `head_unit` heads: SDPA's GQA group, MHA's
+// H), so the suites run calls in chunks of rows, batches and heads beside whole calls. CPU: {}.
+attention::GpuOptions test_gpu_options(int64_t head_unit, int64_t Sq, int64_t Sk, int64_t Dv,
+                                       bool masked, bool mha = false);
+
 // ATTENTION_TEST_SEED if set, else a fresh std::random_device value; printed on first use.
 uint64_t base_seed();
 // The base seed mixed with the running test's full name: distinct per test, reproducible by name.

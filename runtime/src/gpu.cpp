@@ -4,9 +4,13 @@
 #include <HalideRuntimeOpenCL.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <vector>
+
+#include "kernel_choice.h"
 
 namespace attention {
 namespace detail {
@@ -167,6 +171,42 @@ Status resolve_backend(Backend backend, const std::vector<NamedView>& tensors, R
   return Status::ok_status();
 }
 
+Status plan_gpu_chunks(const GpuTiling& t, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t Dv,
+                       const GpuOptions& gpu, const char* option, int64_t head_unit,
+                       std::vector<GpuChunk>* chunks) {
+  // Negative limits were refused with the other arguments.
+  const int64_t limit = gpu.workspace_limit > 0 ? gpu.workspace_limit : kDefaultGpuWorkspaceLimit;
+  chunks->clear();
+  // The bytes are linear in heads and in whole tiles of rows.
+  const int64_t per_tile = attention_contract::gpu_split_workspace_bytes(1, 1, Sk, Dv, t);
+  const int64_t pairs = limit / per_tile;  // (batch, head) pairs that fit with one tile of rows
+  if (pairs < head_unit) {
+    return Status::invalid(
+        std::string(option) + ".workspace_limit: " + std::to_string(limit) +
+        " bytes is below the " + std::to_string(head_unit * per_tile) +
+        " bytes the split results of one chunk need (" + std::to_string(t.query_tile) +
+        " query rows of " + std::to_string(head_unit) + (head_unit == 1 ? " head" : " heads") +
+        " against Sk=" + std::to_string(Sk) + " keys, Dv=" + std::to_string(Dv) + ")");
+  }
+  int64_t batches = B, heads = H;
+  if (pairs < B * H) {
+    batches = std::max<int64_t>(pairs / H, 1);
+    heads = pairs >= H ? H : pairs / head_unit * head_unit;
+  }
+  const int64_t tiles = (Sq + t.query_tile - 1) / t.query_tile;
+  const int64_t rows =
+      std::min(tiles, std::max<int64_t>(pairs / (batches * heads), 1)) * t.query_tile;
+  for (int64_t b = 0; b < B; b += batches) {
+    for (int64_t h = 0; h < H; h += heads) {
+      for (int64_t i = 0; i < Sq; i += rows) {
+        chunks->push_back(
+            {b, std::min(batches, B - b), h, std::min(heads, H - h), i, std::min(rows, Sq - i)});
+      }
+    }
+  }
+  return Status::ok_status();
+}
+
 Status check_gpu_strides(const std::vector<NamedView>& tensors) {
   for (const NamedView& t : tensors) {
     if (!given(*t.view)) continue;
@@ -242,6 +282,23 @@ Status GpuCall::scratch(halide_buffer_t* buffer) {
   return Status::ok_status();
 }
 
+void GpuCall::release(halide_buffer_t* buffer) {
+  for (auto* list : {&allocated_, &wrapped_, &host_outputs_}) {
+    const auto at = std::find(list->begin(), list->end(), buffer);
+    if (at == list->end()) continue;
+    if (list == &allocated_) halide_device_free(&call_, buffer);
+    if (list == &wrapped_) halide_cuda_detach_device_ptr(&call_, buffer);
+    list->erase(at);
+  }
+}
+
+void GpuCall::begin_chunk() {
+  in_chunk_ = true;
+  chunk_outputs_ = host_outputs_.size();
+  chunk_allocated_ = allocated_.size();
+  chunk_wrapped_ = wrapped_.size();
+}
+
 Status GpuCall::failure(const char* what, int code) {
   return Status::error(status_code_of_halide_error(code),
                        std::string("internal: ") + what + " failed (code " + std::to_string(code) +
@@ -254,6 +311,17 @@ Status GpuCall::finish() {
       return failure("copying an output back to the host", code);
     }
   }
+  if (!in_chunk_) return Status::ok_status();
+  for (size_t i = chunk_wrapped_; i < wrapped_.size(); ++i) {
+    halide_cuda_detach_device_ptr(&call_, wrapped_[i]);
+  }
+  for (size_t i = chunk_allocated_; i < allocated_.size(); ++i) {
+    halide_device_free(&call_, allocated_[i]);
+  }
+  host_outputs_.resize(chunk_outputs_);
+  allocated_.resize(chunk_allocated_);
+  wrapped_.resize(chunk_wrapped_);
+  in_chunk_ = false;
   return Status::ok_status();
 }
 #endif  // ATTENTION_GPU

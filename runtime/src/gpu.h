@@ -46,6 +46,13 @@ class GpuCall {
   Status mask_inputs(MaskArgs& mask, const MaskOptions& options);
   // An output the caller did not ask for (logsumexp): device memory only, freed afterwards.
   Status scratch(halide_buffer_t* buffer);
+  // Buffers registered from here on belong to one chunk of a call (kernel_choice.h, GpuChunk):
+  // the next run() releases their device memory once its outputs are back, so a call in chunks
+  // holds one chunk's buffers at a time. Those registered before (k, v) stay until the call ends.
+  void begin_chunk();
+  // Releases one buffer registered before the current chunk (its device memory, or its wrapping),
+  // e.g. the k and v of a finished group of chunks. Not during a chunk.
+  void release(halide_buffer_t* buffer);
 
   // Runs `kernel` (built with user_context) and brings the outputs back.
   template <typename Kernel, typename... Args>
@@ -68,6 +75,9 @@ class GpuCall {
   const halide_device_interface_t* interface_;
   KernelCall call_;
   std::vector<halide_buffer_t*> host_outputs_, allocated_, wrapped_;
+  // Where the current chunk's buffers start in the lists above (begin_chunk), or none.
+  bool in_chunk_ = false;
+  size_t chunk_outputs_ = 0, chunk_allocated_ = 0, chunk_wrapped_ = 0;
 };
 
 }  // namespace attention::detail

@@ -52,6 +52,11 @@ HalideView::HalideView(const TensorView& t) {
   buffer_.dim = dims_;
 }
 
+HalideView::HalideView(const TensorView& t, const std::array<int64_t, kMaxRank>& mins)
+    : HalideView(t) {
+  for (int d = 0; d < t.rank; ++d) dims_[t.rank - 1 - d].min = static_cast<int32_t>(mins[d]);
+}
+
 KernelCall::KernelCall() {
   LiveCalls& live = live_calls();
   const std::lock_guard<std::mutex> lock(live.mutex);

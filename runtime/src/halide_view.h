@@ -4,6 +4,7 @@
 
 #include <HalideRuntime.h>
 
+#include <array>
 #include <mutex>
 #include <string>
 #include <tuple>
@@ -15,6 +16,10 @@ namespace attention::detail {
 class HalideView {
  public:
   explicit HalideView(const TensorView& t);
+  // A window of a larger tensor that keeps its coordinates: `mins` (outermost first, one per
+  // dimension of t) are the indices of t's first element in that tensor. A kernel then computes
+  // (or reads) exactly those indices, e.g. a chunk of heads of a GPU call.
+  HalideView(const TensorView& t, const std::array<int64_t, kMaxRank>& mins);
   HalideView(const HalideView&) = delete;
   HalideView& operator=(const HalideView&) = delete;
   halide_buffer_t* get() { return &buffer_; }

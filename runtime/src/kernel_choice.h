@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gpu.h"
 #include "kernel_contract.h"
@@ -25,8 +26,8 @@ struct CpuKernelInfo {
   CpuTiling prefill, decode;
 };
 const CpuKernelInfo& cpu_kernel_info();
-// What a kernel_info kernel (generators/probe_generator.cpp) built for some list of targets reports:
-// the built-in one above, or a generated kernel library's (kernel_registry.cpp).
+// What a kernel_info kernel (generators/probe_generator.cpp) built for some list of targets
+// reports: the built-in one above, or a generated kernel library's (kernel_registry.cpp).
 using KernelInfoFn = int (*)(void const*, halide_buffer_t*, halide_buffer_t*);
 CpuKernelInfo read_kernel_info(KernelInfoFn probe);
 
@@ -65,5 +66,23 @@ inline KernelChoice choose_gpu_kernel(std::string_view prefill_kernel,
 inline int32_t gpu_prefill_key_split(std::string_view kernel) {
   return kernel_gpu_tiling(kernel).split_keys;
 }
+
+// A GPU call's work in chunks whose split results (attention_contract::gpu_split_workspace_bytes)
+// fit the caller's workspace limit: query rows [row, row + rows) of heads [head, head + heads) of
+// batches [batch, batch + batches). Rows start at multiples of the query tile.
+struct GpuChunk {
+  int64_t batch, batches, head, heads, row, rows;
+};
+
+// The chunks of a call of B batches of H heads, Sq rows against Sk keys and Dv value features,
+// served by a kernel of tiling `t`, within gpu.workspace_limit bytes (0: the default): one chunk
+// when it all fits, else chunks of rows with every head, else chunks of batches or heads too.
+// Chunks hold whole multiples of `head_unit` heads (a divisor of H): SDPA's GQA group (each
+// chunk's k and v are then whole kv heads), multi_head_attention's H (its output projection mixes
+// every head). An error names `option` (the call's GpuOptions) when even the smallest chunk does
+// not fit.
+Status plan_gpu_chunks(const GpuTiling& t, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t Dv,
+                       const GpuOptions& gpu, const char* option, int64_t head_unit,
+                       std::vector<GpuChunk>* chunks);
 
 }  // namespace attention::detail

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <string>
 
+#include "tensor_util.h"
+
 namespace attention::detail {
 namespace {
 
@@ -40,6 +42,11 @@ TensorView kernel_mask_view(const TensorView& t, const void* neutral, DType dtyp
     if (t.data == nullptr || t.shape[d] == 1) view.strides[d] = 0;
   }
   return view;
+}
+
+// Rows [row, row + rows) of a kernel mask view (all of them for rows < 0).
+TensorView rows_of(const TensorView& mask, int64_t row, int64_t rows) {
+  return rows < 0 ? mask : slice(mask, 2, row, rows);
 }
 
 std::vector<int32_t> lengths_or(const TensorView& lengths, int64_t B, int64_t full) {
@@ -165,9 +172,11 @@ const float kNoBias = 0.0f;
 }  // namespace
 
 // "Unbounded" band ends: any distance beyond Sq + Sk reaches every key. ALiBi without causal
-// measures from the bottom-right diagonal, like the band would.
-MaskArgs::MaskArgs(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_t Sk)
-    : diag_offset(m.causal == Causal::TopLeft ? 0 : static_cast<int32_t>(Sk - Sq)),
+// measures from the bottom-right diagonal, like the band would. A window of rows moves the
+// diagonal and the query lengths by its first row, and reads its rows of the mask tensors.
+MaskArgs::MaskArgs(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t row,
+                   int64_t rows)
+    : diag_offset(static_cast<int32_t>((m.causal == Causal::TopLeft ? 0 : Sk - Sq) + row)),
       band_back(static_cast<int32_t>(m.window >= 0 ? std::min(m.window, Sq + Sk) : Sq + Sk)),
       band_forward(static_cast<int32_t>(
           m.causal != Causal::None ? std::min(m.window_forward, Sq + Sk) : Sq + Sk)),
@@ -179,9 +188,15 @@ MaskArgs::MaskArgs(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64
       slopes_(slopes_for(m, H)),
       key_lengths_view_(TensorView::contiguous(key_lengths_.data(), DType::Int32, {B})),
       query_lengths_view_(TensorView::contiguous(query_lengths_.data(), DType::Int32, {B})),
-      bool_mask_view_(kernel_mask_view(m.bool_mask, &kAllowed, DType::Bool, B, H, Sq, Sk)),
-      additive_mask_view_(
-          kernel_mask_view(m.additive_mask, &kNoBias, DType::Float32, B, H, Sq, Sk)),
-      slopes_view_(TensorView::contiguous(slopes_.data(), {H})) {}
+      bool_mask_view_(
+          rows_of(kernel_mask_view(m.bool_mask, &kAllowed, DType::Bool, B, H, Sq, Sk), row, rows)),
+      additive_mask_view_(rows_of(
+          kernel_mask_view(m.additive_mask, &kNoBias, DType::Float32, B, H, Sq, Sk), row, rows)),
+      slopes_view_(TensorView::contiguous(slopes_.data(), {H})) {
+  if (rows < 0) return;
+  for (int32_t& length : query_lengths_) {
+    length = static_cast<int32_t>(std::clamp<int64_t>(length - row, 0, rows));
+  }
+}
 
 }  // namespace attention::detail

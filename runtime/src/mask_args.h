@@ -15,7 +15,8 @@ namespace attention::detail {
 // Every field of `m` against a call of B batches, H query heads, Sq queries and Sk keys; the error
 // names the field (mask.key_lengths[1] = 9 is outside [0, Sk=8]). The mask tensors must be on
 // `device` (the call's); lengths and slopes are read here, so they are host tensors in every call.
-// The additive mask is Float32, or also Float16/BFloat16 where the caller widens it (half_additive).
+// The additive mask is Float32, or also Float16/BFloat16 where the caller widens it
+// (half_additive).
 Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_t Sk,
                   Device device = Device::CPU, bool half_additive = false);
 
@@ -26,7 +27,10 @@ void append_mask_views(const MaskOptions& m, std::vector<NamedView>& views);
 // lengths and slopes copied into owned buffers. Lives until the kernel call returns.
 class MaskArgs {
  public:
-  MaskArgs(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_t Sk);
+  // `row`, `rows`: a kernel call that computes the call's query rows [row, row + rows) as its rows
+  // [0, rows) (a chunk of a GPU call); rows < 0: all Sq rows.
+  MaskArgs(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t row = 0,
+           int64_t rows = -1);
   MaskArgs(const MaskArgs&) = delete;
   MaskArgs& operator=(const MaskArgs&) = delete;
 

@@ -2,8 +2,10 @@
 // mha_f32_masked for calls with masks; generators/mha_generator.cpp: projections, attention and
 // output projection in one pipeline). The optional attention weights come from the weights kernel
 // on Q and K projected again by the linear kernel (an inspection path: two more products).
+#include <array>
 #include <cfloat>
 #include <cmath>
+#include <deque>
 #include <iterator>
 #include <string>
 #include <vector>
@@ -35,10 +37,7 @@ struct Projections {
 
 // Rows [begin, begin + count) of a validated rank-1 or rank-2 view (of any element size).
 TensorView rows(const TensorView& t, int64_t begin, int64_t count) {
-  TensorView view = t;
-  view.data = static_cast<char*>(t.data) + begin * t.strides[0] * detail::dtype_size(t.dtype);
-  view.shape[0] = count;
-  return view;
+  return detail::slice(t, 0, begin, count);
 }
 
 Status check_matrix(const TensorView& w, const char* name, const char* layout, int64_t rows_,
@@ -135,6 +134,7 @@ Status check_mha_args(const TensorView& x_q, const TensorView& x_kv, const MhaWe
   if (o.scale && !std::isfinite(*o.scale)) {
     return Status::invalid("options.scale: must be finite, got " + std::to_string(*o.scale));
   }
+  ATTENTION_RETURN_IF_ERROR(detail::check_gpu_options(o.gpu, "options.gpu"));
   ATTENTION_RETURN_IF_ERROR(resolve_projections(w, s, device, p));
   ATTENTION_RETURN_IF_ERROR(check_matrix(w.out_proj_weight, "weights.out_proj_weight", "[E, E]",
                                          s.E, "E", s.E, "E", device));
@@ -229,44 +229,74 @@ Status attention_weights(const TensorView& x_q, const TensorView& x_kv, const Pr
 
 #if ATTENTION_GPU
 // The whole block on the GPU (mha_f32[_masked]_{cuda,opencl}): the same arguments as the CPU
-// kernel. Absent biases are zeros on the host (copied in); host biases are made dense first.
+// kernel. Absent biases are zeros on the host (copied in); host biases are made dense first. The
+// call runs in chunks of batches and query rows whose split results fit options.gpu
+// (plan_gpu_chunks; every chunk covers all heads): x_q and out are windows of the chunk's rows
+// (the masks' arguments follow them) and, like x_kv, of its batches, keeping their indices.
+// Consecutive chunks of the same batches share x_kv.
 Status run_mha_gpu(detail::Run run, const TensorView& x_q, const TensorView& x_kv,
                    const Projections& p, const MhaWeights& weights, const TensorView& out,
-                   const MhaShape& s, float scale, const MaskOptions& m) {
+                   const MhaShape& s, float scale, const MhaOptions& options) {
+  const MaskOptions& m = options.mask;
+  const detail::MhaRow& row = detail::mha_row(run);
+  const auto& kernel = m.empty() ? row.plain : row.masked;
+  const int32_t key_split = detail::gpu_prefill_key_split(kernel.name);
+  std::vector<detail::GpuChunk> chunks;
+  ATTENTION_RETURN_IF_ERROR(detail::plan_gpu_chunks(detail::kernel_gpu_tiling(kernel.name), s.B,
+                                                    s.H, s.Sq, s.Sk, s.D, options.gpu,
+                                                    "options.gpu", /*head_unit=*/s.H, &chunks));
   std::vector<float> bias_storage[4];
   auto bias = [&](const TensorView& b, int64_t n, int slot) {
     return b.device == Device::CUDA ? b : detail::dense_bias(b, n, bias_storage[slot]);
   };
   const TensorView bq = bias(p.bq, s.E, 0), bk = bias(p.bk, s.kv_width(), 1),
                    bv = bias(p.bv, s.kv_width(), 2), bo = bias(weights.out_proj_bias, s.E, 3);
-  // The buffers outlive `call`, whose destructor releases their device memory.
-  detail::HalideView hx_q(x_q), hx_kv(x_kv), hw_q(p.wq), hw_k(p.wk), hw_v(p.wv),
-      hw_o(weights.out_proj_weight), hb_q(bq), hb_k(bk), hb_v(bv), hb_o(bo), hout(out),
-      hlse(TensorView::contiguous(nullptr, {s.B, s.H, s.Sq}));
-  detail::MaskArgs mask(m, s.B, s.H, s.Sq, s.Sk);
+  // The buffers outlive `call`, whose destructor releases their device memory (the chunks' too,
+  // when a chunk fails).
+  detail::HalideView hw_q(p.wq), hw_k(p.wk), hw_v(p.wv), hw_o(weights.out_proj_weight), hb_q(bq),
+      hb_k(bk), hb_v(bv), hb_o(bo);
+  std::deque<detail::HalideView> chunk_views;
+  std::deque<detail::MaskArgs> chunk_masks;
   detail::GpuCall call(run);
-  const std::pair<detail::HalideView*, const TensorView*> inputs[] = {
-      {&hx_q, &x_q},  {&hx_kv, &x_kv}, {&hw_q, &p.wq},
-      {&hw_k, &p.wk}, {&hw_v, &p.wv},  {&hw_o, &weights.out_proj_weight},
-      {&hb_q, &bq},   {&hb_k, &bk},    {&hb_v, &bv},
-      {&hb_o, &bo}};
-  for (const auto& [view, tensor] : inputs) {
+  const std::pair<detail::HalideView*, const TensorView*> weights_in[] = {
+      {&hw_q, &p.wq}, {&hw_k, &p.wk}, {&hw_v, &p.wv}, {&hw_o, &weights.out_proj_weight},
+      {&hb_q, &bq},   {&hb_k, &bk},   {&hb_v, &bv},   {&hb_o, &bo}};
+  for (const auto& [view, tensor] : weights_in) {
     ATTENTION_RETURN_IF_ERROR(call.input(view->get(), tensor->device));
   }
-  ATTENTION_RETURN_IF_ERROR(call.output(hout.get(), out.device));
-  ATTENTION_RETURN_IF_ERROR(call.scratch(hlse.get()));
-  ATTENTION_RETURN_IF_ERROR(call.mask_inputs(mask, m));
-  const detail::MhaRow& row = detail::mha_row(run);
-  const auto call_kernel = [&](const auto& kernel) {
-    const int32_t key_split = detail::gpu_prefill_key_split(kernel.name);
-    return call.run_parts(kernel.name, kernel.fn,
-                          std::tuple(hx_q.get(), hx_kv.get(), hw_q.get(), hb_q.get(), hw_k.get(),
-                                     hb_k.get(), hw_v.get(), hb_v.get(), hw_o.get(), hb_o.get(),
-                                     static_cast<int32_t>(s.H), static_cast<int32_t>(s.Hkv), scale),
-                          mask.arguments(/*values_finite=*/false),
-                          std::tuple(key_split, hout.get(), hlse.get()));
-  };
-  return m.empty() ? call_kernel(row.plain) : call_kernel(row.masked);
+  detail::HalideView* hx_kv = nullptr;
+  int64_t kv_batch = -1;  // x_kv's first batch
+  for (const detail::GpuChunk& c : chunks) {
+    const auto batches = [&](const TensorView& t) {
+      return detail::slice(t, 0, c.batch, c.batches);
+    };
+    const std::array<int64_t, kMaxRank> mins = {c.batch, 0, 0, 0};
+    if (c.batch != kv_batch) {
+      if (hx_kv != nullptr) call.release(hx_kv->get());
+      kv_batch = c.batch;
+      hx_kv = &chunk_views.emplace_back(batches(x_kv), mins);
+      ATTENTION_RETURN_IF_ERROR(call.input(hx_kv->get(), x_kv.device));
+    }
+    detail::HalideView& hx_q =
+        chunk_views.emplace_back(detail::slice(batches(x_q), 1, c.row, c.rows), mins);
+    detail::HalideView& hout =
+        chunk_views.emplace_back(detail::slice(batches(out), 1, c.row, c.rows), mins);
+    detail::HalideView& hlse =
+        chunk_views.emplace_back(TensorView::contiguous(nullptr, {c.batches, s.H, c.rows}), mins);
+    detail::MaskArgs& mask = chunk_masks.emplace_back(m, s.B, s.H, s.Sq, s.Sk, c.row, c.rows);
+    call.begin_chunk();
+    ATTENTION_RETURN_IF_ERROR(call.input(hx_q.get(), x_q.device));
+    ATTENTION_RETURN_IF_ERROR(call.output(hout.get(), out.device));
+    ATTENTION_RETURN_IF_ERROR(call.scratch(hlse.get()));
+    ATTENTION_RETURN_IF_ERROR(call.mask_inputs(mask, m));
+    ATTENTION_RETURN_IF_ERROR(call.run_parts(
+        kernel.name, kernel.fn,
+        std::tuple(hx_q.get(), hx_kv->get(), hw_q.get(), hb_q.get(), hw_k.get(), hb_k.get(),
+                   hw_v.get(), hb_v.get(), hw_o.get(), hb_o.get(), static_cast<int32_t>(s.H),
+                   static_cast<int32_t>(s.Hkv), scale),
+        mask.arguments(/*values_finite=*/false), std::tuple(key_split, hout.get(), hlse.get())));
+  }
+  return Status::ok_status();
 }
 #endif
 
@@ -354,7 +384,9 @@ Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
   }
   const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(s.D)));
 #if ATTENTION_GPU
-  if (run != detail::Run::CPU) return run_mha_gpu(run, x_q, x_kv, p, weights, out, s, scale, m);
+  if (run != detail::Run::CPU) {
+    return run_mha_gpu(run, x_q, x_kv, p, weights, out, s, scale, options);
+  }
 #endif
 
   const int64_t kv = s.kv_width();

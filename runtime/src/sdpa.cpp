@@ -1,10 +1,12 @@
 // scaled_dot_product_attention: argument checks, then dispatch to a generated kernel.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <limits>
-#include <optional>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "attention/attention.h"
@@ -46,6 +48,7 @@ Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorVie
   if (options.scale && !std::isfinite(*options.scale)) {
     return Status::invalid("scale: must be finite, got " + std::to_string(*options.scale));
   }
+  ATTENTION_RETURN_IF_ERROR(detail::check_gpu_options(options.gpu, "gpu"));
   const MaskOptions& m = options.mask;
   ATTENTION_RETURN_IF_ERROR(detail::check_mask(m, B, H, Sq, Sk, device, /*half_additive=*/true));
   // Every input an output must not overlap (absent mask views are empty and never overlap).
@@ -62,43 +65,87 @@ Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorVie
 #if ATTENTION_GPU
 // A GPU call (Sk >= 1). `lse` may be absent: the kernel then writes device scratch. The masked
 // kernels always take the NaN-safe P·V (values_finite = false): the GPU schedule has one form.
+// The call runs in chunks whose split results fit options.gpu.workspace_limit (plan_gpu_chunks):
+// each chunk's q, out and logsumexp are windows of its rows (the masks' arguments follow them)
+// and of its batches and heads, k and v of the same batches and kv heads, all keeping their
+// batch and head indices (so the per-batch and per-head mask pieces are read whole). Consecutive
+// chunks of the same batches and heads share k and v.
 Status run_gpu(detail::Run run, const TensorView& q, const TensorView& k, const TensorView& v,
-               const TensorView& out, const TensorView& lse, float scale, const MaskOptions& m) {
+               const TensorView& out, const TensorView& lse, float scale,
+               const SdpaOptions& options) {
+  const MaskOptions& m = options.mask;
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Sk = k.shape[2];
-  const detail::SdpaRow& row = detail::sdpa_row(run);
-  // Each pair splits by its own kernels' tilings.
-  const auto choose = [&](const auto& pair) {
-    return detail::choose_gpu_kernel(pair.prefill.name, pair.decode.name, Sq);
-  };
-  // The buffers outlive `call`, whose destructor releases their device memory.
-  detail::HalideView hq(q), hk(k), hv(v), hout(out);
-  const bool lse_given = detail::given(lse);
-  detail::HalideView hlse(lse_given ? lse : TensorView::contiguous(nullptr, {B, H, Sq}));
-  std::optional<detail::MaskArgs> mask;
-  if (!m.empty()) mask.emplace(m, B, H, Sq, Sk);
+  const int64_t group = H / k.shape[1];  // query heads per kv head
+  // The buffers outlive `call`, whose destructor releases their device memory (the chunks' too,
+  // when a chunk fails).
+  std::deque<detail::HalideView> chunk_views;
+  std::deque<detail::MaskArgs> chunk_masks;
   detail::GpuCall call(run);
-  for (auto [buffer, t] : {std::pair{hq.get(), &q}, {hk.get(), &k}, {hv.get(), &v}}) {
-    ATTENTION_RETURN_IF_ERROR(call.input(buffer, t->device));
-  }
-  ATTENTION_RETURN_IF_ERROR(call.output(hout.get(), out.device));
-  ATTENTION_RETURN_IF_ERROR(lse_given ? call.output(hlse.get(), lse.device)
-                                      : call.scratch(hlse.get()));
-  const auto inputs = std::tuple(hq.get(), hk.get(), hv.get(), scale);
-  if (m.empty()) {
-    const detail::KernelChoice choice = choose(row.plain);
-    const auto& kernel = row.plain[choice];
-    return call.run_parts(kernel.name, kernel.fn, inputs,
-                          std::tuple(choice.key_split, hout.get(), hlse.get()));
-  }
-  ATTENTION_RETURN_IF_ERROR(call.mask_inputs(*mask, m));
-  const detail::KernelChoice choice = choose(row.masked);
-  const auto& kernel = row.masked[choice];
-  return call.run_parts(kernel.name, kernel.fn, inputs, mask->arguments(/*values_finite=*/false),
-                        std::tuple(choice.key_split, hout.get(), hlse.get()));
+  const bool lse_given = detail::given(lse);
+  // `masked`: std::true_type for the masked kernels (their arguments differ).
+  const auto run_chunks = [&](const auto& pair, auto masked) -> Status {
+    const detail::KernelChoice choice =
+        detail::choose_gpu_kernel(pair.prefill.name, pair.decode.name, Sq);
+    const auto& kernel = pair[choice];
+    std::vector<detail::GpuChunk> chunks;
+    ATTENTION_RETURN_IF_ERROR(detail::plan_gpu_chunks(detail::kernel_gpu_tiling(kernel.name), B, H,
+                                                      Sq, Sk, v.shape[3], options.gpu, "gpu", group,
+                                                      &chunks));
+    detail::HalideView *hk = nullptr, *hv = nullptr;
+    const detail::GpuChunk* kv_chunk = nullptr;  // the first chunk of k and v's batches and heads
+    for (const detail::GpuChunk& c : chunks) {
+      if (!kv_chunk || c.batch != kv_chunk->batch || c.head != kv_chunk->head) {
+        kv_chunk = &c;
+        if (hk != nullptr) {
+          call.release(hk->get());
+          call.release(hv->get());
+        }
+        const std::array<int64_t, kMaxRank> kv_mins = {c.batch, c.head / group, 0, 0};
+        const auto kv_window = [&](const TensorView& t) {
+          return detail::slice(detail::slice(t, 0, c.batch, c.batches), 1, c.head / group,
+                               c.heads / group);
+        };
+        hk = &chunk_views.emplace_back(kv_window(k), kv_mins);
+        hv = &chunk_views.emplace_back(kv_window(v), kv_mins);
+        ATTENTION_RETURN_IF_ERROR(call.input(hk->get(), k.device));
+        ATTENTION_RETURN_IF_ERROR(call.input(hv->get(), v.device));
+      }
+      const auto window = [&](const TensorView& t) {
+        const TensorView batches = detail::slice(t, 0, c.batch, c.batches);
+        return detail::slice(detail::slice(batches, 1, c.head, c.heads), 2, c.row, c.rows);
+      };
+      const std::array<int64_t, kMaxRank> mins = {c.batch, c.head, 0, 0};
+      detail::HalideView& hq = chunk_views.emplace_back(window(q), mins);
+      detail::HalideView& hout = chunk_views.emplace_back(window(out), mins);
+      // Without a logsumexp, the kernel writes the chunk's to device scratch.
+      detail::HalideView& hlse = chunk_views.emplace_back(
+          lse_given ? window(lse) : TensorView::contiguous(nullptr, {c.batches, c.heads, c.rows}),
+          mins);
+      call.begin_chunk();
+      ATTENTION_RETURN_IF_ERROR(call.input(hq.get(), q.device));
+      ATTENTION_RETURN_IF_ERROR(call.output(hout.get(), out.device));
+      ATTENTION_RETURN_IF_ERROR(lse_given ? call.output(hlse.get(), lse.device)
+                                          : call.scratch(hlse.get()));
+      const auto inputs = std::tuple(hq.get(), hk->get(), hv->get(), scale);
+      const auto outputs = std::tuple(choice.key_split, hout.get(), hlse.get());
+      if constexpr (decltype(masked)::value) {
+        detail::MaskArgs& mask = chunk_masks.emplace_back(m, B, H, Sq, Sk, c.row, c.rows);
+        ATTENTION_RETURN_IF_ERROR(call.mask_inputs(mask, m));
+        ATTENTION_RETURN_IF_ERROR(call.run_parts(kernel.name, kernel.fn, inputs,
+                                                 mask.arguments(/*values_finite=*/false), outputs));
+      } else {
+        ATTENTION_RETURN_IF_ERROR(call.run_parts(kernel.name, kernel.fn, inputs, outputs));
+      }
+    }
+    return Status::ok_status();
+  };
+  const detail::SdpaRow& row = detail::sdpa_row(run);
+  return m.empty() ? run_chunks(row.plain, std::false_type{})
+                   : run_chunks(row.masked, std::true_type{});
 }
 #else
 Status run_gpu(detail::Run, const TensorView&, const TensorView&, const TensorView&,
-               const TensorView&, const TensorView&, float, const MaskOptions&) {
+               const TensorView&, const TensorView&, float, const SdpaOptions&) {
   // resolve_backend refuses GPU backends first; this is its guard.
   return Status::error(StatusCode::BackendUnavailable, "internal: no GPU kernels in this build");
 }
@@ -231,7 +278,7 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
     return Status::ok_status();
   }
   const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
-  if (run != detail::Run::CPU) return run_gpu(run, q, k, v, out, options.logsumexp, scale, m);
+  if (run != detail::Run::CPU) return run_gpu(run, q, k, v, out, options.logsumexp, scale, options);
   std::vector<float> lse_scratch;
   const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
   if (!options.mask.empty()) return run_masked(q, k, v, out, lse, scale, options.mask);

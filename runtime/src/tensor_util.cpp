@@ -7,6 +7,8 @@
 #include <cstring>
 #include <limits>
 
+#include "validate.h"
+
 namespace attention::detail {
 namespace {
 
@@ -112,6 +114,13 @@ TensorView stats_or_scratch(const TensorView& requested, std::initializer_list<i
   for (int64_t extent : shape) n *= extent;
   scratch.resize(static_cast<size_t>(n));
   return TensorView::contiguous(scratch.data(), shape);
+}
+
+TensorView slice(const TensorView& t, int dim, int64_t begin, int64_t count) {
+  TensorView view = t;
+  view.data = static_cast<char*>(t.data) + begin * t.strides[dim] * dtype_size(t.dtype);
+  view.shape[dim] = count;
+  return view;
 }
 
 TensorView with_one_head(const TensorView& t) {

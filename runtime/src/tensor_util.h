@@ -27,6 +27,10 @@ void write_rows_without_keys(const TensorView& out, const TensorView& stats);
 TensorView stats_or_scratch(const TensorView& requested, std::initializer_list<int64_t> shape,
                             std::vector<float>& scratch);
 
+// Indices [begin, begin + count) of dimension `dim` of a validated view (any element size; also
+// a CUDA view, whose data is a device address).
+TensorView slice(const TensorView& t, int dim, int64_t begin, int64_t count);
+
 // A rank-3 view [B, S, X] as the rank-4 [B, 1, S, X] the SDPA-family kernels take (one head).
 TensorView with_one_head(const TensorView& t);
 

@@ -175,6 +175,13 @@ Status check_output_memory(const TensorView& out, const char* name,
   return Status::ok_status();
 }
 
+Status check_gpu_options(const GpuOptions& gpu, const char* name) {
+  if (gpu.workspace_limit >= 0) return Status::ok_status();
+  return Status::invalid(
+      std::string(name) + ".workspace_limit: must be >= 0 bytes (0: the default, " +
+      std::to_string(kDefaultGpuWorkspaceLimit) + "), got " + std::to_string(gpu.workspace_limit));
+}
+
 Status check_optional_output(const TensorView& t, const char* name, const char* layout,
                              const std::vector<ExpectedDim>& extents,
                              const std::vector<NamedView>& others, Device device) {

@@ -64,6 +64,10 @@ Status check_output_memory(const TensorView& out, const char* name,
 // rejected), never silently skipped.
 inline bool given(const TensorView& t) { return t.data != nullptr || t.rank != 0; }
 
+// A call's GpuOptions, named `name` (checked for every backend, so a bad value never waits for a
+// GPU call).
+Status check_gpu_options(const GpuOptions& gpu, const char* name);
+
 // An optional output, when given: a view of rank extents.size() named by `layout`, those extents,
 // and no overlap with itself or `others`.
 Status check_optional_output(const TensorView& t, const char* name, const char* layout,

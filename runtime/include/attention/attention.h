@@ -156,6 +156,20 @@ struct MaskOptions {
   bool empty() const;
 };
 
+// Options of the GPU backends (CUDA, OpenCL); CPU calls ignore them.
+struct GpuOptions {
+  // Most device memory, in bytes, a call's split results may take: the partial outputs of each
+  // block of 64 keys (128 for decode) that the split-KV kernels write before combining them, about
+  // 8 · B·H · Sq · (Sk / 64) · Dv' bytes, Dv' being Dv rounded up to 128 (decode: 256). A call
+  // that needs more runs in chunks of query rows (and, when one tile of 64 rows of every head is
+  // still too much, of batches and heads) that fit, with the same results bit for bit. 0 takes
+  // kDefaultGpuWorkspaceLimit. A limit below the smallest chunk (64 rows, decode 2, of one head;
+  // multi_head_attention: of every head of one batch) is an error naming gpu.workspace_limit and
+  // the least it needs.
+  int64_t workspace_limit = 0;
+};
+inline constexpr int64_t kDefaultGpuWorkspaceLimit = int64_t{1} << 30;  // 1 GiB
+
 // Options of scaled_dot_product_attention.
 struct SdpaOptions {
   // Multiplies q·kᵀ before the softmax. Unset: 1/sqrt(D). Any finite value, negative included.
@@ -167,6 +181,8 @@ struct SdpaOptions {
   MaskOptions mask;
   // CPU or GPU kernels: see Backend.
   Backend backend = Backend::Auto;
+  // GPU calls: the bound on their device workspace (see GpuOptions).
+  GpuOptions gpu;
 };
 
 // out = softmax(scale · q·kᵀ) · v, per batch and query head (PyTorch's
@@ -332,6 +348,8 @@ struct MhaOptions {
   TensorView attention_weights;
   // CPU or GPU kernels: see Backend. The GPU kernels do not produce attention_weights.
   Backend backend = Backend::Auto;
+  // GPU calls: the bound on their device workspace (see GpuOptions; chunks cover every head).
+  GpuOptions gpu;
 };
 
 // out = concat_h(softmax(Q_h·K_hᵀ · scale)·V_h)·W_oᵀ + b_o with Q = x_q·W_qᵀ + b_q, K = x_kv·W_kᵀ +
