@@ -73,10 +73,11 @@ struct SdpaInputs {
 // Every stage of the computation, named like the math, for the schedule to place.
 struct SdpaFuncs {
   AttentionVars vars;
-  Halide::Expr head_dim;   // D: schedules may specialize the Q·Kᵀ reduction on it
-  Halide::Expr value_dim;  // Dv: schedules specialize their value-feature blocking on it
-  Halide::Func keys;       // in.k, so a schedule can stage it
-  Halide::Func values;     // in.v, so a schedule can stage (pack) it
+  Halide::Expr head_dim;      // D: schedules may specialize the Q·Kᵀ reduction on it
+  Halide::Expr heads_per_kv;  // H / Hkv: decode work items cover a kv head's query heads
+  Halide::Expr value_dim;     // Dv: schedules specialize their value-feature blocking on it
+  Halide::Func keys;          // in.k, so a schedule can stage it
+  Halide::Func values;        // in.v, so a schedule can stage (pack) it
   // bf16_pairs: k and v regrouped so that a pair (two features of a key, the values of two keys
   // at one feature) is 32 contiguous bits: key_pairs (p, j, d/2, kv_head, b) = k(2·(d/2) + p, j),
   // value_pairs (p, c, j/2, kv_head, b) = v(c, 2·(j/2) + p). Schedules compute them per head.
@@ -224,6 +225,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   _halide_user_assert(!(in.bf16_pairs && in.mask)) << "bf16_pairs: masks are not supported\n";
 
   f.head_dim = in.head_dim;
+  f.heads_per_kv = in.heads_per_kv;
   f.value_dim = in.value_dim;
   f.keys = in.k;
   f.values = in.v;

@@ -159,8 +159,9 @@ constexpr GpuTiling gpu_tiling(GpuApi api, bool wide_queries) {
 // vs 14.0.
 inline constexpr int64_t kDecodeMaxQueries = 2;
 
-// Split-KV for the CPU decode kernels: each (key split, head, batch) is one parallel work item.
-// Keys are split until there are about kDecodeWorkItems items (enough for every core of a large
+// Split-KV for the CPU decode kernels: each (key split, kv head, batch) is one parallel work item
+// (it serves every query head that reads the kv head: GQA reads each kv head once). Keys are split
+// until there are about kDecodeWorkItems items (enough for every core of a large
 // machine to get one, and uneven finishing times to even out on a small one), but no split is
 // shorter than the decode tiling's split_keys. Split lengths are multiples of kSplitKeyMultiple,
 // itself a multiple of every decode tiling's mask_key_block (the masked kernels skip keys in
@@ -168,8 +169,8 @@ inline constexpr int64_t kDecodeMaxQueries = 2;
 inline constexpr int64_t kDecodeWorkItems = 64;
 inline constexpr int64_t kSplitKeyMultiple = 64;
 
-constexpr int32_t decode_key_split(int64_t B, int64_t H, int64_t Sk, const CpuTiling& decode) {
-  const int64_t items = std::max<int64_t>(B * H, 1);
+constexpr int32_t decode_key_split(int64_t B, int64_t Hkv, int64_t Sk, const CpuTiling& decode) {
+  const int64_t items = std::max<int64_t>(B * Hkv, 1);
   const int64_t least = std::max(decode.split_keys, 1);
   const int64_t splits =
       std::clamp<int64_t>((kDecodeWorkItems + items - 1) / items, 1, (Sk + least - 1) / least);
@@ -361,11 +362,11 @@ struct KernelChoice {
 
 constexpr bool use_prefill(int64_t Sq) { return Sq > kDecodeMaxQueries; }
 
-// `prefill`, `decode`: the CPU tilings of the two variants that serve the call.
-constexpr KernelChoice choose_cpu_kernel(int64_t B, int64_t H, int64_t Sq, int64_t Sk,
+// `prefill`, `decode`: the CPU tilings of the two variants that serve the call; Hkv: its kv heads.
+constexpr KernelChoice choose_cpu_kernel(int64_t B, int64_t Hkv, int64_t Sq, int64_t Sk,
                                          const CpuTiling& prefill, const CpuTiling& decode) {
   if (use_prefill(Sq)) return {true, prefill_key_split(Sk, prefill)};
-  return {false, decode_key_split(B, H, Sk, decode)};
+  return {false, decode_key_split(B, Hkv, Sk, decode)};
 }
 
 // `prefill` and `decode`: the tilings of the two GPU kernels. Every split is the kernel's

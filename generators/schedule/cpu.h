@@ -267,23 +267,33 @@ inline void schedule_prefill_pair_stages(SdpaFuncs& f, const CpuTiling& t, Halid
   finish_prefill_splits(f, t, tile, at);
 }
 
-// Decode (few queries), split-KV: one parallel work item per (key split, head, batch), so even a
-// single head with a long KV cache fills every core; each item streams its split of K and V once
-// and leaves Dv + 1 floats per row (its output and logsumexp), which the tile of `out` combines.
-// Every stage runs along keys or features, never across queries, so Sq == 1 wastes no lanes.
-// Q·Kᵀ is one dot product per key, vectorized over d (rfactor into vector partial sums, then one
-// horizontal add), one key at a time so k streams in order; the softmax vectorizes over
-// keys; P·V adds each key's whole row of v into the row's accumulators (measured: blocks of
-// features that pass over the split once per block read v at ~11 GB/s from memory on one core,
-// whole rows at ~18).
+// Decode (few queries), split-KV: one parallel work item per (key split, kv head, batch), so even
+// a single head with a long KV cache fills every core; each item streams its split of K and V once
+// for every query head that reads that kv head (GQA/MQA: the group's queries are a small matrix
+// against the same keys, so each row of k and v comes from memory once and serves the whole group
+// from L1), and leaves Dv + 1 floats per row (its output and logsumexp), which the tile of `out`
+// combines. Every stage runs along keys or features, never across queries, so Sq == 1 wastes no
+// lanes. Q·Kᵀ is one dot product per key and row, vectorized over d (rfactor into vector partial
+// sums, then one horizontal add), one key at a time so k streams in order; the softmax vectorizes
+// over keys; P·V adds each key's whole row of v into every row's accumulators (measured: blocks
+// of features that pass over the split once per block read v at ~11 GB/s from memory on one
+// core, whole rows at ~18).
 inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
-  Var item("item"), split_head("split_head"), lane("lane");
+  Var item("item"), split_head("split_head"), lane("lane"), kv_head("kv_head"), group("group");
   RVar d_outer("d_outer"), d_lane("d_lane"), key_outer("key_outer"), key_lane("key_lane");
-  f.split_result.compute_root()
+  // Without GQA the items stay per head: the grouped loop nest below took 1.6x the time there.
+  f.split_result.compute_root();
+  f.split_result.specialize(f.heads_per_kv == 1)
       .reorder(x.c, x.i, x.s, x.h, x.b)
       .fuse(x.s, x.h, split_head)
+      .fuse(split_head, x.b, item)
+      .parallel(item)
+      .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  f.split_result.split(x.h, kv_head, group, f.heads_per_kv, TailStrategy::GuardWithIf)
+      .reorder(x.c, x.i, group, x.s, kv_head, x.b)
+      .fuse(x.s, kv_head, split_head)
       .fuse(split_head, x.b, item)
       .parallel(item)
       .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
@@ -300,8 +310,8 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
                    .specialize(wide_keys)
                    .split(f.r_d, d_outer, d_lane, t.dot_lanes)
                    .rfactor(d_lane, lane);
-  // Keys outside the query rows: a key's row of k stays in L1 while every row uses it.
-  f.scores.update().specialize(wide_keys).reorder(d_lane, x.i, x.j).atomic().vectorize(d_lane);
+  // Keys outside the query rows and heads: a key's row of k stays in L1 while every row uses it.
+  f.scores.update().specialize(wide_keys).reorder(d_lane, x.i, x.h, x.j).atomic().vectorize(d_lane);
   // Vectors of dot_lanes lanes: the backend splits them into independent registers.
   lanes.compute_at(f.scores, x.i).vectorize(lane);
   lanes.update().reorder(lane, d_outer).vectorize(lane);
@@ -337,8 +347,13 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
         .atomic()
         .vectorize(key_lane);
   }
+  // GQA: each key's row of v serves every head of the group (without: heads outside, ~10% faster).
   f.weighted_sum.update()
+      .specialize(f.heads_per_kv == 1)
       .reorder(x.c, x.i, f.r_j)
+      .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  f.weighted_sum.update()
+      .reorder(x.c, x.i, x.h, f.r_j)
       .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
 
   schedule_split_combine(f, t, tile);

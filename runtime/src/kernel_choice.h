@@ -37,18 +37,19 @@ CpuKernelInfo read_kernel_info(KernelInfoFn probe);
 const CpuTiling& kernel_cpu_tiling(std::string_view kernel);
 const GpuTiling& kernel_gpu_tiling(std::string_view kernel);
 
-// A CPU call of Sq queries against Sk keys, served by `prefill_kernel` or `decode_kernel`.
+// A CPU call of Sq queries against Sk keys with B batches of Hkv kv heads (decode's work items
+// cover a kv head's query heads), served by `prefill_kernel` or `decode_kernel`.
 inline KernelChoice choose_kernel(std::string_view prefill_kernel, std::string_view decode_kernel,
-                                  int64_t B, int64_t H, int64_t Sq, int64_t Sk) {
-  return attention_contract::choose_cpu_kernel(B, H, Sq, Sk, kernel_cpu_tiling(prefill_kernel),
+                                  int64_t B, int64_t Hkv, int64_t Sq, int64_t Sk) {
+  return attention_contract::choose_cpu_kernel(B, Hkv, Sq, Sk, kernel_cpu_tiling(prefill_kernel),
                                                kernel_cpu_tiling(decode_kernel));
 }
 
 // A tuned kernel serves only its bucket's calls, whose variant (prefill or decode) it was built as.
-inline KernelChoice choose_tuned_kernel(std::string_view kernel, int64_t B, int64_t H, int64_t Sq,
+inline KernelChoice choose_tuned_kernel(std::string_view kernel, int64_t B, int64_t Hkv, int64_t Sq,
                                         int64_t Sk) {
   const CpuTiling& tiling = kernel_cpu_tiling(kernel);
-  return attention_contract::choose_cpu_kernel(B, H, Sq, Sk, tiling, tiling);
+  return attention_contract::choose_cpu_kernel(B, Hkv, Sq, Sk, tiling, tiling);
 }
 
 // The split of a kernel that always runs the prefill schedule (the MHA block).

@@ -203,14 +203,14 @@ const HalfKvDecodeRow* half_kv_decode_row(DType kv) {
   return kv == DType::Float16 ? &rows.f16kv : kv == DType::BFloat16 ? &rows.bf16kv : nullptr;
 }
 
-const HalfKvDecodeRow* half_kv_decode(DType kv, DType v, bool masked, int64_t B, int64_t H,
+const HalfKvDecodeRow* half_kv_decode(DType kv, DType v, bool masked, int64_t B, int64_t Hkv,
                                       int64_t Sq, int64_t Sk, KernelChoice* choice) {
   const HalfKvDecodeRow* row = half_kv_decode_row(kv);
   if (row == nullptr || v != kv || Sk == 0) return nullptr;
   const SdpaRow& fp32 = cpu_rows().sdpa;
   const char* prefill = masked ? fp32.masked.prefill.name : fp32.plain.prefill.name;
   const char* decode = masked ? row->masked.name : row->plain.name;
-  *choice = choose_kernel(prefill, decode, B, H, Sq, Sk);
+  *choice = choose_kernel(prefill, decode, B, Hkv, Sq, Sk);
   return choice->prefill ? nullptr : row;
 }
 

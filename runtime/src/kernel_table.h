@@ -60,7 +60,7 @@ const HalfKvDecodeRow* half_kv_decode_row(DType kv);
 // The half-KV decode row a CPU call with k of `kv` and v of `v` runs (the fp32 kernels' rule, with
 // its kernels as the decode side), its split in *choice; nullptr when the call widens k and v
 // instead (prefill, mixed or fp32 k and v, Sk = 0).
-const HalfKvDecodeRow* half_kv_decode(DType kv, DType v, bool masked, int64_t B, int64_t H,
+const HalfKvDecodeRow* half_kv_decode(DType kv, DType v, bool masked, int64_t B, int64_t Hkv,
                                       int64_t Sq, int64_t Sk, KernelChoice* choice);
 
 // The native bf16 prefill (generators/CMakeLists.txt: sdpa_bf16_prefill; the fp32 kernels'
@@ -126,29 +126,29 @@ struct CpuPick {
 const KernelSlot<decltype(&sdpa_f32_prefill)>* tuned_sdpa(std::string_view bucket);
 const KernelSlot<decltype(&sdpa_f32_masked_prefill)>* tuned_masked_sdpa(std::string_view bucket);
 
-// The SDPA kernel for a CPU call: the tuned kernel of its bucket if there is one (its own tiling
-// sets the key split), else the row's prefill or decode kernel.
+// The SDPA kernel for a CPU call of B batches of Hkv kv heads: the tuned kernel of its bucket if
+// there is one (its own tiling sets the key split), else the row's prefill or decode kernel.
 template <typename Fn>
 CpuPick<Fn> pick_cpu_kernel(const TilingPair<Fn>& pair, const KernelSlot<Fn>* tuned, int64_t B,
-                            int64_t H, int64_t Sq, int64_t Sk) {
-  if (tuned != nullptr) return {*tuned, choose_tuned_kernel(tuned->name, B, H, Sq, Sk)};
+                            int64_t Hkv, int64_t Sq, int64_t Sk) {
+  if (tuned != nullptr) return {*tuned, choose_tuned_kernel(tuned->name, B, Hkv, Sq, Sk)};
   const attention_contract::KernelChoice choice =
-      choose_kernel(pair.prefill.name, pair.decode.name, B, H, Sq, Sk);
+      choose_kernel(pair.prefill.name, pair.decode.name, B, Hkv, Sq, Sk);
   return {pair[choice], choice};
 }
-inline CpuPick<decltype(&sdpa_f32_prefill)> pick_sdpa(const CpuRows& rows, int64_t B, int64_t H,
+inline CpuPick<decltype(&sdpa_f32_prefill)> pick_sdpa(const CpuRows& rows, int64_t B, int64_t Hkv,
                                                       int64_t Sq, int64_t Sk, int64_t D) {
   const auto* tuned =
       rows.builtin_plain ? tuned_sdpa(attention_contract::shape_bucket(Sq, Sk, D, false)) : nullptr;
-  return pick_cpu_kernel(rows.sdpa.plain, tuned, B, H, Sq, Sk);
+  return pick_cpu_kernel(rows.sdpa.plain, tuned, B, Hkv, Sq, Sk);
 }
 inline CpuPick<decltype(&sdpa_f32_masked_prefill)> pick_masked_sdpa(const CpuRows& rows, int64_t B,
-                                                                    int64_t H, int64_t Sq,
+                                                                    int64_t Hkv, int64_t Sq,
                                                                     int64_t Sk, int64_t D) {
   const auto* tuned = rows.builtin_masked
                           ? tuned_masked_sdpa(attention_contract::shape_bucket(Sq, Sk, D, true))
                           : nullptr;
-  return pick_cpu_kernel(rows.sdpa.masked, tuned, B, H, Sq, Sk);
+  return pick_cpu_kernel(rows.sdpa.masked, tuned, B, Hkv, Sq, Sk);
 }
 
 void set_tuned_enabled(bool enabled);

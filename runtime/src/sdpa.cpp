@@ -157,7 +157,7 @@ Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
   detail::MaskArgs mask(m, B, H, Sq, Sk);
   detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
   const auto [kernel, choice] =
-      detail::pick_masked_sdpa(detail::cpu_rows(), B, H, Sq, Sk, q.shape[3]);
+      detail::pick_masked_sdpa(detail::cpu_rows(), B, k.shape[1], Sq, Sk, q.shape[3]);
   // A non-finite v at a hidden key would reach rows through 0 · NaN; prefill's plain P·V is only
   // safe without them (decode always takes the safe form and ignores the flag).
   const bool values_finite = choice.prefill && detail::all_finite(v);
@@ -229,7 +229,7 @@ Status run_half(detail::Run run, const TensorView& q, const TensorView& k, const
   detail::KernelChoice choice;
   const detail::HalfKvDecodeRow* native =
       run == detail::Run::CPU
-          ? detail::half_kv_decode(k.dtype, v.dtype, !m.empty(), B, H, Sq, Sk, &choice)
+          ? detail::half_kv_decode(k.dtype, v.dtype, !m.empty(), B, k.shape[1], Sq, Sk, &choice)
           : nullptr;
   if (native != nullptr) {
     const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.shape[3])));
@@ -283,7 +283,8 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
   const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
   if (!options.mask.empty()) return run_masked(q, k, v, out, lse, scale, options.mask);
   detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
-  const auto [kernel, choice] = detail::pick_sdpa(detail::cpu_rows(), B, H, Sq, k.shape[2], D);
+  const auto [kernel, choice] =
+      detail::pick_sdpa(detail::cpu_rows(), B, k.shape[1], Sq, k.shape[2], D);
   return detail::run_kernel(kernel.name, kernel.fn, hq.get(), hk.get(), hv.get(), scale,
                             choice.key_split, hout.get(), hlse.get());
 }
