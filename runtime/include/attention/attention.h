@@ -156,16 +156,16 @@ struct MaskOptions {
   bool empty() const;
 };
 
-// Options of the GPU backends (CUDA, OpenCL); CPU calls ignore them.
+// Options of the GPU backends (CUDA, OpenCL); CPU calls ignore them (but reject a negative limit).
 struct GpuOptions {
   // Most device memory, in bytes, a call's split results may take: the partial outputs of each
   // block of 64 keys (128 for decode) that the split-KV kernels write before combining them, about
   // 8 · B·H · Sq · (Sk / 64) · Dv' bytes, Dv' being Dv rounded up to 128 (decode: 256). A call
   // that needs more runs in chunks of query rows (and, when one tile of 64 rows of every head is
   // still too much, of batches and heads) that fit, with the same results bit for bit. 0 takes
-  // kDefaultGpuWorkspaceLimit. A limit below the smallest chunk (64 rows, decode 2, of one head;
-  // multi_head_attention: of every head of one batch) is an error naming gpu.workspace_limit and
-  // the least it needs.
+  // kDefaultGpuWorkspaceLimit. A limit below the smallest chunk (64 rows, decode 2, of the query
+  // heads of one kv head; multi_head_attention: of every head of one batch) is an InvalidArgument
+  // error naming gpu.workspace_limit and the least it needs.
   int64_t workspace_limit = 0;
 };
 inline constexpr int64_t kDefaultGpuWorkspaceLimit = int64_t{1} << 30;  // 1 GiB
