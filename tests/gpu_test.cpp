@@ -347,10 +347,8 @@ TEST(GpuWorkspace, ChunkedCallsMatchWholeCalls) {
       reference_sdpa(t.q.view(), t.k.view(), t.v.view(), c.effective_scale(), &reference_out,
                      &reference_lse, spec ? &options.mask : nullptr);
       EXPECT_TRUE(matches_reference(whole_out, reference_out, t.out.shape()));
-      const attention_contract::GpuTiling tiling = attention_contract::gpu_tiling(
-          attention_contract::GpuApi::OpenCL, attention_contract::use_prefill(c.Sq));
-      const int64_t group = c.H / c.Hkv, least = attention_contract::gpu_split_workspace_bytes(
-                                             group, 1, c.Sk, c.Dv, tiling);
+      const int64_t least =
+          smallest_gpu_workspace(*backend, c.H / c.Hkv, c.Sq, c.Sk, c.Dv, spec != nullptr);
       // One tile of every head (rows), one group of heads (heads), every head of a batch.
       for (int64_t limit : {c.B * c.H * least, least, c.H * least}) {
         SCOPED_TRACE("workspace_limit " + std::to_string(limit));

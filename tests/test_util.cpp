@@ -443,14 +443,8 @@ bool skip_unless_backend_available() {
   return true;
 }
 
-attention::GpuOptions test_gpu_options(int64_t head_unit, int64_t Sq, int64_t Sk, int64_t Dv,
-                                       bool masked, bool mha) {
-  const attention::Backend backend = test_backend();
-  static int calls = 0;
-  if (backend == attention::Backend::CPU || backend == attention::Backend::Auto || Sk == 0 ||
-      calls++ % 2 == 0) {
-    return {};
-  }
+int64_t smallest_gpu_workspace(attention::Backend backend, int64_t head_unit, int64_t Sq,
+                               int64_t Sk, int64_t Dv, bool masked, bool mha) {
   namespace detail = attention::detail;
   const detail::Run run =
       backend == attention::Backend::CUDA ? detail::Run::CUDA : detail::Run::OpenCL;
@@ -460,9 +454,20 @@ attention::GpuOptions test_gpu_options(int64_t head_unit, int64_t Sq, int64_t Sk
       mha      ? (masked ? detail::mha_row(run).masked.name : detail::mha_row(run).plain.name)
       : masked ? (prefill ? sdpa.masked.prefill.name : sdpa.masked.decode.name)
                : (prefill ? sdpa.plain.prefill.name : sdpa.plain.decode.name);
+  return attention_contract::gpu_split_workspace_bytes(head_unit, 1, Sk, Dv,
+                                                       detail::kernel_gpu_tiling(kernel));
+}
+
+attention::GpuOptions test_gpu_options(int64_t head_unit, int64_t Sq, int64_t Sk, int64_t Dv,
+                                       bool masked, bool mha) {
+  const attention::Backend backend = test_backend();
+  static int calls = 0;
   attention::GpuOptions gpu;
-  gpu.workspace_limit = attention_contract::gpu_split_workspace_bytes(
-      head_unit, 1, Sk, Dv, detail::kernel_gpu_tiling(kernel));
+  if (backend == attention::Backend::CPU || backend == attention::Backend::Auto || Sk == 0 ||
+      calls++ % 2 == 0) {
+    return gpu;
+  }
+  gpu.workspace_limit = smallest_gpu_workspace(backend, head_unit, Sq, Sk, Dv, masked, mha);
   return gpu;
 }
 

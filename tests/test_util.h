@@ -95,6 +95,11 @@ attention::Backend test_backend();
 // Skips the current test (with the reason) when test_backend() cannot run here; true if skipped.
 bool skip_unless_backend_available();
 
+// The least workspace limit a GPU call on `backend` accepts: one query tile of `head_unit` heads
+// (SDPA's GQA group, MHA's H) at the tiling of the kernel that serves it (Sk >= 1).
+int64_t smallest_gpu_workspace(attention::Backend backend, int64_t head_unit, int64_t Sq,
+                               int64_t Sk, int64_t Dv, bool masked, bool mha = false);
+
 // The GpuOptions of a test call on test_backend(): on a GPU backend, every other call gets the
 // smallest workspace limit it accepts (one query tile of `head_unit` heads: SDPA's GQA group, MHA's
 // H), so the suites run calls in chunks of rows, batches and heads beside whole calls. CPU: {}.

@@ -237,9 +237,15 @@ GpuCall::GpuCall(Run run)
   }
 }
 
-GpuCall::~GpuCall() {
-  for (halide_buffer_t* buffer : wrapped_) halide_cuda_detach_device_ptr(&call_, buffer);
-  for (halide_buffer_t* buffer : allocated_) halide_device_free(&call_, buffer);
+GpuCall::~GpuCall() { release_from(0, 0); }
+
+void GpuCall::release_from(size_t wrapped, size_t allocated) {
+  for (size_t i = wrapped; i < wrapped_.size(); ++i) {
+    halide_cuda_detach_device_ptr(&call_, wrapped_[i]);
+  }
+  for (size_t i = allocated; i < allocated_.size(); ++i) halide_device_free(&call_, allocated_[i]);
+  wrapped_.resize(wrapped);
+  allocated_.resize(allocated);
 }
 
 Status GpuCall::input(halide_buffer_t* buffer, Device device) {
@@ -312,15 +318,8 @@ Status GpuCall::finish() {
     }
   }
   if (!in_chunk_) return Status::ok_status();
-  for (size_t i = chunk_wrapped_; i < wrapped_.size(); ++i) {
-    halide_cuda_detach_device_ptr(&call_, wrapped_[i]);
-  }
-  for (size_t i = chunk_allocated_; i < allocated_.size(); ++i) {
-    halide_device_free(&call_, allocated_[i]);
-  }
+  release_from(chunk_wrapped_, chunk_allocated_);
   host_outputs_.resize(chunk_outputs_);
-  allocated_.resize(chunk_allocated_);
-  wrapped_.resize(chunk_wrapped_);
   in_chunk_ = false;
   return Status::ok_status();
 }

@@ -71,6 +71,8 @@ class GpuCall {
  private:
   Status failure(const char* what, int code);
   Status finish();
+  // Detaches wrapped_[wrapped...] and frees allocated_[allocated...], dropping them from the lists.
+  void release_from(size_t wrapped, size_t allocated);
 
   const halide_device_interface_t* interface_;
   KernelCall call_;
