@@ -63,5 +63,7 @@ void register_timed(const std::string& name, Fn fn, Arg arg) {
 
 // sdpa_bench's multi-head attention rows (mha_bench.cpp).
 void register_mha_benchmarks();
+// sdpa_bench's serving-path rows: packed variable-length batches and paged KV (serving_bench.cpp).
+void register_serving_benchmarks();
 
 }  // namespace bench

@@ -7,7 +7,8 @@
 //   - an FMA probe: the arithmetic peak of the ISA variant our kernels run (the same multi-target
 //     dispatch picks it), and a square sgemm probe, what OpenBLAS reaches on this machine;
 //   - a copy probe: the memory bandwidth a large memcpy reaches, the ceiling of decode;
-//   - multi-head attention with projections against the same two peers (mha_bench.cpp).
+//   - multi-head attention with projections against the same two peers (mha_bench.cpp);
+//   - the serving paths beside the calls they replace (serving_bench.cpp).
 // Every implementation's output is checked once against the OpenBLAS math path before it is timed.
 // Decode shapes rotate through several copies of K and V, 256 MiB or more in all, so no iteration
 // finds its cache in L3. The run's context records the kernels' target, OpenBLAS's and oneDNN's
@@ -688,6 +689,7 @@ void register_benchmarks() {
     if (c.shape.mask == Mask::kNone && c.shape.hkv == c.shape.h && attention_flops(c.shape) < 5e10)
       bench::register_timed("sdpa/autoscheduled/" + shape_name(c.shape), BM_Autoscheduled, c.shape);
   bench::register_mha_benchmarks();
+  bench::register_serving_benchmarks();
   for (int n : kSgemmSizes) bench::register_timed("sgemm/" + std::to_string(n), BM_SgemmProbe, n);
   bench::register_timed("fma_peak/" + std::to_string(kFmaProbeSteps), BM_FmaPeakProbe,
                         kFmaProbeSteps);

@@ -306,6 +306,73 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
   GeneratorOutput<Buffer<float, 4>>* weights_ = nullptr;
 };
 
+// Decode (and chunked prefill) over a paged KV cache, vLLM's PagedAttention layout: k and v are
+// pools of blocks of 2^block_shift key positions, (d, kv_head, slot, block) (any strides but the
+// features', so [num_blocks, block_size, Hkv, D] and [num_blocks, Hkv, block_size, D] both pass),
+// and key j of batch b is slot j % block_size of block block_table(j / block_size, b). The mask
+// arguments are masked_sdpa's; key_lengths are the sequences' cache lengths, and each sequence's
+// diagonal is its own: diag(i) = i + diag_offset + key_lengths(b) - query_lengths(b) (the runtime
+// passes 0 for bottom-right alignment of the valid query rows with the cache's last keys).
+// Inputs: q, k, v, scale, the mask arguments, block_table (Int32 (blk, b)), block_shift,
+// key_split; outputs out and logsumexp. CPU decode tiling only.
+class PagedSdpaGenerator : public SdpaGeneratorBase<PagedSdpaGenerator> {
+ public:
+  Output<Buffer<float, 4>> out{"out"};              // (c, i, h, b)
+  Output<Buffer<float, 3>> logsumexp{"logsumexp"};  // (i, h, b)
+
+  void configure() {
+    add_operands();
+    mask_args_.add_to(*this);
+    block_table_ = add_input<Buffer<int32_t, 2>>("block_table");
+    block_shift_ = add_input<int32_t>("block_shift");
+    add_key_split();
+  }
+
+  void generate() {
+    _halide_user_assert(!prefill() && !gpu())
+        << "paged_sdpa: CPU targets with query_tiling=decode only\n";
+    mask_ = mask_args_.masks();
+    // Var "b" is AttentionVars' batch variable: every Func that evaluates the band has it.
+    const Var b("b");
+    // The clamps (no-ops on validated lengths) give bounds inference a range for the band.
+    const Expr seq_k = block_table_->dim(0).extent() << *block_shift_;
+    mask_.diag_offset = mask_.diag_offset + clamp(mask_.key_length(b), 0, seq_k) -
+                        clamp(mask_.query_length(b), 0, q_->dim(1).extent());
+    build(out, logsumexp, &mask_, Expr(false), [this, seq_k](SdpaInputs& in) {
+      const GeneratorInput<Buffer<>>&q = *q_, &k = *k_;
+      const Func table = *block_table_;
+      in.seq_k = seq_k;
+      in.heads_per_kv = q.dim(2).extent() / k.dim(1).extent();
+      in.k = widened(paged(*k_, table, seq_k, "k_paged"), "k_f32");
+      in.v = widened(paged(*v_, table, seq_k, "v_paged"), "v_f32");
+    });
+    block_table_->set_estimates({{0, 1024 / 16}, {0, 1}});
+    block_shift_->set_estimate(4);
+  }
+  void schedule() { schedule_attention(); }
+
+ private:
+  // The pool read at the sequence's key positions (x, j, kv_head, b). Positions past the table
+  // (tiles round up) and table entries past a sequence's length (unused, any value) are clamped
+  // into the pool: the keys there are masked by key_lengths, and the decode P·V is NaN-safe.
+  Func paged(const GeneratorInput<Buffer<>>& pool, Func table, const Expr& seq_k,
+             const std::string& name) {
+    Var x, j, h, bb;
+    Expr jj = clamp(j, 0, seq_k - 1);
+    Expr column = clamp(jj >> *block_shift_, 0, block_table_->dim(0).extent() - 1);
+    Expr block = clamp(table(column, bb), pool.dim(3).min(), pool.dim(3).max());
+    Expr slot = clamp(jj - (column << *block_shift_), 0, pool.dim(2).extent() - 1);
+    Func gathered(name);
+    gathered(x, j, h, bb) = pool(x, h, slot, block);
+    return gathered;
+  }
+
+  MaskArguments mask_args_;
+  MaskInputs mask_;
+  GeneratorInput<Buffer<int32_t, 2>>* block_table_ = nullptr;
+  GeneratorInput<int32_t>* block_shift_ = nullptr;
+};
+
 // Nadaraya–Watson kernel regression as attention: out_i = sum_j f(q_i, k_j) v_j / sum_j f(q_i, k_j)
 // with a kernel of the distance u = ‖q_i − k_j‖ / bandwidth. The input `scale` carries
 // 1 / bandwidth². The weights go through the softmax as logits log f: Gaussian −u²/2 (so far
@@ -360,3 +427,4 @@ class KernelRegressionGenerator : public SdpaGeneratorBase<KernelRegressionGener
 HALIDE_REGISTER_GENERATOR(SdpaGenerator, sdpa)
 HALIDE_REGISTER_GENERATOR(MaskedSdpaGenerator, masked_sdpa)
 HALIDE_REGISTER_GENERATOR(KernelRegressionGenerator, kernel_regression)
+HALIDE_REGISTER_GENERATOR(PagedSdpaGenerator, paged_sdpa)

@@ -36,12 +36,18 @@ TEST(KernelContract, EverySlotHoldsAKernelBuiltForItsRole) {
     // The half-KV families read k and v as float16 / bfloat16, the native bf16 prefill q too;
     // every other kernel takes fp32.
     const bool bf16 = slot.family == "sdpa_bf16";
-    const std::string kv_type = slot.family == "sdpa_f16kv"            ? "float16"
-                                : slot.family == "sdpa_bf16kv" || bf16 ? "bfloat16"
-                                                                       : "";
+    const auto ends_with = [&](const std::string& suffix) {
+      return slot.family.size() >= suffix.size() &&
+             slot.family.compare(slot.family.size() - suffix.size(), suffix.size(), suffix) == 0;
+    };
+    const std::string kv_type = ends_with("_f16kv")          ? "float16"
+                                : ends_with("_bf16kv") || bf16 ? "bfloat16"
+                                                               : "";
     EXPECT_EQ(build_param(*build, "kv_type"), kv_type);
     EXPECT_EQ(build_param(*build, "q_type"), bf16 ? "bfloat16" : "");
-    if (slot.family == "sdpa" || !kv_type.empty()) {
+    if (slot.family.rfind("sdpa_paged", 0) == 0) {
+      EXPECT_EQ(generator, "paged_sdpa");
+    } else if (slot.family == "sdpa" || !kv_type.empty()) {
       EXPECT_EQ(generator, masked_role ? "masked_sdpa" : "sdpa");
     } else if (slot.family == "additive") {
       EXPECT_EQ(generator, "masked_sdpa");

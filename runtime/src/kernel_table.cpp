@@ -17,8 +17,10 @@
 #endif
 #include "sdpa_bf16kv_decode.h"
 #include "sdpa_bf16kv_masked_decode.h"
+#include "sdpa_bf16kv_paged_decode.h"
 #include "sdpa_f16kv_decode.h"
 #include "sdpa_f16kv_masked_decode.h"
+#include "sdpa_f16kv_paged_decode.h"
 #if ATTENTION_GPU
 #include "mha_f32_cuda.h"
 #include "mha_f32_masked_cuda.h"
@@ -62,6 +64,10 @@ const TilingPair<decltype(&additive_f32_prefill)> kAdditive{ATTENTION_SLOT(addit
                                                             ATTENTION_SLOT(additive_f32_decode)};
 const TilingPair<decltype(&nadaraya_watson_f32_prefill)> kNadarayaWatson{
     ATTENTION_SLOT(nadaraya_watson_f32_prefill), ATTENTION_SLOT(nadaraya_watson_f32_decode)};
+
+const KernelSlot<decltype(&sdpa_f32_paged_decode)> kPagedDecode[] = {
+    ATTENTION_SLOT(sdpa_f32_paged_decode), ATTENTION_SLOT(sdpa_f16kv_paged_decode),
+    ATTENTION_SLOT(sdpa_bf16kv_paged_decode)};
 
 #if ATTENTION_BF16_PREFILL
 const KernelSlot<decltype(&sdpa_f32_prefill)> kBf16Prefill = ATTENTION_SLOT(sdpa_bf16_prefill);
@@ -197,6 +203,10 @@ const MhaRow& mha_row(Run run) {
 }
 
 const TilingPair<decltype(&additive_f32_prefill)>& additive_row() { return kAdditive; }
+
+const KernelSlot<decltype(&sdpa_f32_paged_decode)>& paged_decode_kernel(DType kv) {
+  return kPagedDecode[kv == DType::Float16 ? 1 : kv == DType::BFloat16 ? 2 : 0];
+}
 
 const HalfKvDecodeRow* half_kv_decode_row(DType kv) {
   const CpuRows& rows = cpu_rows();
@@ -364,6 +374,9 @@ std::vector<KernelSlotInfo> kernel_slots() {
 #if ATTENTION_BF16_PREFILL
   slots.push_back({"sdpa_bf16", "cpu", "prefill", kBf16Prefill.name});
 #endif
+  slots.push_back({"sdpa_paged", "cpu", "masked_decode", kPagedDecode[0].name});
+  slots.push_back({"sdpa_paged_f16kv", "cpu", "masked_decode", kPagedDecode[1].name});
+  slots.push_back({"sdpa_paged_bf16kv", "cpu", "masked_decode", kPagedDecode[2].name});
   slots.push_back({"additive", "cpu", "masked_prefill", kAdditive.prefill.name});
   slots.push_back({"additive", "cpu", "masked_decode", kAdditive.decode.name});
   slots.push_back({"nadaraya_watson", "cpu", "prefill", kNadarayaWatson.prefill.name});

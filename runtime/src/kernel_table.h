@@ -22,6 +22,7 @@
 #include "sdpa_f32_decode.h"
 #include "sdpa_f32_masked_decode.h"
 #include "sdpa_f32_masked_prefill.h"
+#include "sdpa_f32_paged_decode.h"
 #include "sdpa_f32_prefill.h"
 
 namespace attention::detail {
@@ -74,6 +75,10 @@ const KernelSlot<decltype(&sdpa_f32_prefill)>* bf16_prefill_kernel();
 const KernelSlot<decltype(&sdpa_f32_prefill)>* bf16_prefill_for(DType q, DType k, DType v,
                                                                 DType out, bool masked, int64_t Sq,
                                                                 int64_t Sk, int64_t D);
+
+// paged_attention's kernel for a cache of `kv` (Float32, Float16 or BFloat16; generator
+// paged_sdpa: the masked decode over a paged KV cache, k and v read as stored).
+const KernelSlot<decltype(&sdpa_f32_paged_decode)>& paged_decode_kernel(DType kv);
 
 // multi_head_attention's whole block (always the prefill tiling).
 struct MhaRow {

@@ -16,6 +16,7 @@
 #include "kernel_choice.h"
 #include "kernel_table.h"
 #include "mask_args.h"
+#include "sdpa_call.h"
 #include "tensor_util.h"
 #include "validate.h"
 
@@ -249,22 +250,53 @@ Status run_half(detail::Run run, const TensorView& q, const TensorView& k, const
 
 }  // namespace
 
+namespace detail {
+
+Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorView& v,
+                       const TensorView& out, const SdpaOptions& options, Run* run) {
+  const MaskOptions& m = options.mask;
+  // Lengths and slopes are host tensors in every call (see check_mask).
+  const std::vector<NamedView> tensors = {{&q, "q"},
+                                          {&k, "k"},
+                                          {&v, "v"},
+                                          {&out, "out"},
+                                          {&options.logsumexp, "logsumexp"},
+                                          {&m.bool_mask, "mask.bool_mask"},
+                                          {&m.additive_mask, "mask.additive_mask"}};
+  ATTENTION_RETURN_IF_ERROR(resolve_backend(options.backend, tensors, run));
+  ATTENTION_RETURN_IF_ERROR(check_sdpa_args(q, k, v, out, options, device_of(*run)));
+  if (*run == Run::CPU) return Status::ok_status();
+  ATTENTION_RETURN_IF_ERROR(check_gpu_strides(tensors));
+  if (out.numel() == 0 || k.shape[2] == 0) return Status::ok_status();
+  if (*run == Run::CUDA) {
+    for (const TensorView* t : {&q, &k, &v, &out, &m.additive_mask}) {
+      if (is_half(t->dtype)) return half_on_cuda_unsupported("q, k, v, out");
+    }
+  }
+#if ATTENTION_GPU
+  // The workspace plan of the kernel that will serve the call (run_gpu plans it again).
+  const SdpaRow& row = sdpa_row(*run);
+  const int64_t Sq = q.shape[2];
+  const auto kernel_name = [Sq](const auto& pair) {
+    return pair[choose_gpu_kernel(pair.prefill.name, pair.decode.name, Sq)].name;
+  };
+  const char* name = m.empty() ? kernel_name(row.plain) : kernel_name(row.masked);
+  std::vector<GpuChunk> chunks;
+  return plan_gpu_chunks(kernel_gpu_tiling(name), q.shape[0], q.shape[1], Sq, k.shape[2],
+                         v.shape[3], options.gpu, "gpu", q.shape[1] / k.shape[1], &chunks);
+#else
+  return Status::ok_status();
+#endif
+}
+
+}  // namespace detail
+
 Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, const TensorView& v,
                                     const TensorView& out, const SdpaOptions& options) {
-  const MaskOptions& m = options.mask;
   detail::Run run = detail::Run::CPU;
-  // Lengths and slopes are host tensors in every call (see check_mask).
-  const std::vector<detail::NamedView> tensors = {{&q, "q"},
-                                                  {&k, "k"},
-                                                  {&v, "v"},
-                                                  {&out, "out"},
-                                                  {&options.logsumexp, "logsumexp"},
-                                                  {&m.bool_mask, "mask.bool_mask"},
-                                                  {&m.additive_mask, "mask.additive_mask"}};
-  ATTENTION_RETURN_IF_ERROR(detail::resolve_backend(options.backend, tensors, &run));
-  ATTENTION_RETURN_IF_ERROR(check_sdpa_args(q, k, v, out, options, detail::device_of(run)));
-  if (run != detail::Run::CPU) ATTENTION_RETURN_IF_ERROR(detail::check_gpu_strides(tensors));
+  ATTENTION_RETURN_IF_ERROR(detail::check_sdpa_call(q, k, v, out, options, &run));
   if (out.numel() == 0) return Status::ok_status();  // B, H or Sq is 0
+  const MaskOptions& m = options.mask;
   for (const TensorView* t : {&q, &k, &v, &out, &m.additive_mask}) {
     if (detail::is_half(t->dtype)) return run_half(run, q, k, v, out, options);
   }

@@ -1,0 +1,398 @@
+// The serving paths (issue 21) in sdpa_bench's run, each beside the call a user makes without it:
+//   - varlen/packed: a packed batch of sequences with lengths drawn from [16, 2048]
+//     (scaled_dot_product_attention_varlen), against varlen/padded: the same tokens padded to the
+//     longest sequence as one [B, H, S_max, D] call with key and query lengths. GFLOP/s counts the
+//     sequences' own pairs (causal: the visible ones) for both, so the ratio is the time ratio;
+//   - paged/bs<N>: decode over a paged KV cache (paged_attention, blocks of N positions in
+//     shuffled order) against paged/contiguous: the same keys as [B, Hkv, S, D] tensors
+//     (scaled_dot_product_attention). Both rotate through copies of their KV, 256 MiB or more in
+//     all, so no call finds it in L3; GB/s counts the K and V bytes read;
+//   - rope/apply: apply_rotary_embedding alone (GB/s of x read and out written), and
+//     rope/separate_pass: rotating q and k, then SDPA, against rope/sdpa_alone: the same SDPA on
+//     already rotated q and k (what RoPE adds to a prefill call when it is a separate pass).
+// Every output is checked once against the other's before timing.
+#include <attention/attention.h>
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+
+namespace {
+
+[[noreturn]] void fail(const std::string& message) { bench::fail("sdpa_bench", message); }
+
+struct VarlenShape {
+  int64_t batch, heads, d;
+  bool causal;
+};
+
+const VarlenShape kVarlenShapes[] = {{8, 8, 64, false}, {8, 8, 64, true}};
+
+std::string varlen_name(const VarlenShape& s) {
+  return std::to_string(s.batch) + "x" + std::to_string(s.heads) + "x[16,2048]x" +
+         std::to_string(s.d) + (s.causal ? "_causal" : "");
+}
+
+// One batch: the lengths (fixed seed), the packed tensors and their padded twins.
+struct VarlenProblem {
+  std::vector<int32_t> lengths, cu;
+  int64_t tokens = 0, longest = 0;
+  std::vector<float> q, k, v;              // packed [T, H, D]
+  std::vector<float> pq, pk, pv;           // padded [B, H, S_max, D]
+  double flops = 0;                        // the sequences' own (visible) pairs, 4·D each
+};
+
+VarlenProblem make_varlen(const VarlenShape& s) {
+  std::mt19937 rng(21);
+  std::uniform_int_distribution<int32_t> length(16, 2048);
+  VarlenProblem p;
+  p.cu.push_back(0);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    const int32_t n = length(rng);
+    p.lengths.push_back(n);
+    p.cu.push_back(p.cu.back() + n);
+    p.longest = std::max<int64_t>(p.longest, n);
+    const double pairs = s.causal ? 0.5 * double(n) * (n + 1) : double(n) * n;
+    p.flops += 4.0 * s.heads * pairs * s.d;
+  }
+  p.tokens = p.cu.back();
+  const int64_t H = s.heads, D = s.d;
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (auto* t : {&p.q, &p.k, &p.v}) {
+    t->resize(static_cast<size_t>(p.tokens * H * D));
+    for (float& x : *t) x = value(rng);
+  }
+  // The padded twins hold the same rows; padding rows are zeros (masked by the lengths).
+  for (auto [packed, padded] : {std::pair{&p.q, &p.pq}, {&p.k, &p.pk}, {&p.v, &p.pv}}) {
+    padded->assign(static_cast<size_t>(s.batch * H * p.longest * D), 0.0f);
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t i = 0; i < p.lengths[b]; ++i)
+        for (int64_t h = 0; h < H; ++h)
+          std::copy_n(packed->data() + ((p.cu[b] + i) * H + h) * D, D,
+                      padded->data() + ((b * H + h) * p.longest + i) * D);
+  }
+  return p;
+}
+
+attention::SdpaOptions varlen_options(const VarlenShape& s) {
+  attention::SdpaOptions options;
+  if (s.causal) options.mask.causal = attention::Causal::TopLeft;
+  return options;
+}
+
+attention::Status run_packed(const VarlenShape& s, VarlenProblem& p, float* out) {
+  using attention::TensorView;
+  const int64_t T = p.tokens, H = s.heads, D = s.d, cu_size = s.batch + 1;
+  return attention::scaled_dot_product_attention_varlen(
+      TensorView::contiguous(p.q.data(), {T, H, D}), TensorView::contiguous(p.k.data(), {T, H, D}),
+      TensorView::contiguous(p.v.data(), {T, H, D}), TensorView::contiguous(out, {T, H, D}),
+      TensorView::contiguous(p.cu.data(), attention::DType::Int32, {cu_size}),
+      TensorView::contiguous(p.cu.data(), attention::DType::Int32, {cu_size}), varlen_options(s));
+}
+
+attention::Status run_padded(const VarlenShape& s, VarlenProblem& p, float* out) {
+  using attention::TensorView;
+  const int64_t B = s.batch, H = s.heads, S = p.longest, D = s.d;
+  attention::SdpaOptions options = varlen_options(s);
+  const TensorView lengths = TensorView::contiguous(p.lengths.data(), attention::DType::Int32, {B});
+  options.mask.key_lengths = lengths;
+  options.mask.query_lengths = lengths;
+  return attention::scaled_dot_product_attention(
+      TensorView::contiguous(p.pq.data(), {B, H, S, D}),
+      TensorView::contiguous(p.pk.data(), {B, H, S, D}),
+      TensorView::contiguous(p.pv.data(), {B, H, S, D}), TensorView::contiguous(out, {B, H, S, D}),
+      options);
+}
+
+// The packed output against the padded one, row by row (the same kernels' arithmetic up to the
+// masked kernel's blocking: a loose bound that still catches a lost row or key).
+void check_varlen(const VarlenShape& s, VarlenProblem& p) {
+  std::vector<float> packed(p.q.size(), NAN), padded(p.pq.size(), NAN);
+  for (const attention::Status& status :
+       {run_packed(s, p, packed.data()), run_padded(s, p, padded.data())}) {
+    if (!status) fail("varlen/" + varlen_name(s) + ": " + status.message());
+  }
+  const int64_t H = s.heads, D = s.d;
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t i = 0; i < p.lengths[b]; ++i)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t d = 0; d < D; ++d) {
+          const float a = packed[((p.cu[b] + i) * H + h) * D + d];
+          const float e = padded[((b * H + h) * p.longest + i) * D + d];
+          if (!(std::fabs(a - e) <= 1e-4f))
+            fail("varlen/" + varlen_name(s) + ": packed and padded outputs differ at sequence " +
+                 std::to_string(b) + " row " + std::to_string(i));
+        }
+}
+
+VarlenProblem& varlen_problem(const VarlenShape& s) {
+  static std::vector<std::pair<std::string, VarlenProblem>> problems;
+  for (auto& [name, p] : problems)
+    if (name == varlen_name(s)) return p;
+  problems.emplace_back(varlen_name(s), make_varlen(s));
+  check_varlen(s, problems.back().second);
+  return problems.back().second;
+}
+
+void run_varlen(benchmark::State& state, const VarlenShape& s, bool packed) {
+  VarlenProblem& p = varlen_problem(s);
+  std::vector<float> out(packed ? p.q.size() : p.pq.size());
+  bool all_ok = true;
+  for (auto _ : state) {
+    all_ok &= (packed ? run_packed(s, p, out.data()) : run_padded(s, p, out.data())).ok();
+    benchmark::ClobberMemory();
+  }
+  if (!all_ok) state.SkipWithError("the call returned an error");
+  state.SetLabel(packed ? "varlen" : "padded");
+  state.counters["GFLOP/s"] = bench::per_second(p.flops * 1e-9);
+  state.counters["tokens"] = double(p.tokens);
+  state.counters["S_max"] = double(p.longest);
+}
+
+void BM_VarlenPacked(benchmark::State& state, VarlenShape s) { run_varlen(state, s, true); }
+void BM_VarlenPadded(benchmark::State& state, VarlenShape s) { run_varlen(state, s, false); }
+
+struct PagedShape {
+  int64_t batch, heads, kv_heads, keys, d;
+};
+
+const PagedShape kPagedShapes[] = {{1, 32, 32, 4096, 128}, {8, 32, 8, 2048, 128}};
+const int64_t kBlockSizes[] = {16, 64};
+constexpr double kPagedRotationBytes = double(int64_t(256) << 20);
+
+std::string paged_name(const PagedShape& s) {
+  return std::to_string(s.batch) + "x" + std::to_string(s.heads) + "(" +
+         std::to_string(s.kv_heads) + ")x1x" + std::to_string(s.keys) + "x" + std::to_string(s.d);
+}
+
+double paged_kv_bytes(const PagedShape& s) {
+  return 2.0 * s.batch * s.kv_heads * s.keys * s.d * sizeof(float);
+}
+
+// The same keys twice over: `copies` contiguous [B, Hkv, S, D] k/v tensors, and a pool holding
+// every copy's blocks in shuffled order with one block table per copy.
+struct PagedProblem {
+  int copies = 1;
+  std::vector<float> q, k, v;                   // contiguous copies, one after the other
+  std::vector<float> pool_k, pool_v;            // [blocks, block_size, Hkv, D]
+  std::vector<std::vector<int32_t>> tables;     // per copy: [B, S / block_size]
+  std::vector<int32_t> seq_lens;
+};
+
+PagedProblem make_paged(const PagedShape& s, int64_t block_size) {
+  PagedProblem p;
+  p.copies = std::max(2, static_cast<int>(std::ceil(kPagedRotationBytes / paged_kv_bytes(s))));
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  const int64_t B = s.batch, Hkv = s.kv_heads, S = s.keys, D = s.d;
+  const int64_t per_copy = B * Hkv * S * D;
+  p.q.resize(static_cast<size_t>(B * s.heads * D));
+  for (float& x : p.q) x = value(rng);
+  p.k.resize(static_cast<size_t>(per_copy));
+  p.v.resize(static_cast<size_t>(per_copy));
+  for (float& x : p.k) x = value(rng);
+  for (float& x : p.v) x = value(rng);
+  for (auto* t : {&p.k, &p.v})
+    for (int copy = 1; copy < p.copies; ++copy) t->insert(t->end(), t->begin(), t->begin() + per_copy);
+  const int64_t width = S / block_size, blocks = p.copies * B * width;
+  std::vector<int32_t> ids(static_cast<size_t>(blocks));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  p.pool_k.resize(static_cast<size_t>(blocks * block_size * Hkv * D));
+  p.pool_v.resize(p.pool_k.size());
+  size_t next = 0;
+  for (int copy = 0; copy < p.copies; ++copy) {
+    std::vector<int32_t>& table = p.tables.emplace_back(static_cast<size_t>(B * width));
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t n = 0; n < width; ++n) {
+        const int32_t id = ids[next++];
+        table[b * width + n] = id;
+        for (int64_t slot = 0; slot < block_size; ++slot)
+          for (int64_t h = 0; h < Hkv; ++h) {
+            const int64_t from = ((b * Hkv + h) * S + n * block_size + slot) * D;
+            const int64_t to = ((id * block_size + slot) * Hkv + h) * D;
+            std::copy_n(&p.k[from], D, &p.pool_k[to]);
+            std::copy_n(&p.v[from], D, &p.pool_v[to]);
+          }
+      }
+  }
+  p.seq_lens.assign(static_cast<size_t>(B), static_cast<int32_t>(S));
+  return p;
+}
+
+// `lengths`: with key lengths (the masked decode kernel, the paged kernel's own algorithm).
+attention::Status run_contiguous(const PagedShape& s, PagedProblem& p, float* out, int copy,
+                                 bool lengths = false) {
+  using attention::TensorView;
+  const int64_t B = s.batch, H = s.heads, Hkv = s.kv_heads, S = s.keys, D = s.d;
+  const int64_t offset = copy * B * Hkv * S * D;
+  attention::SdpaOptions options;
+  if (lengths)
+    options.mask.key_lengths =
+        TensorView::contiguous(p.seq_lens.data(), attention::DType::Int32, {B});
+  return attention::scaled_dot_product_attention(
+      TensorView::contiguous(p.q.data(), {B, H, 1, D}),
+      TensorView::contiguous(p.k.data() + offset, {B, Hkv, S, D}),
+      TensorView::contiguous(p.v.data() + offset, {B, Hkv, S, D}),
+      TensorView::contiguous(out, {B, H, 1, D}), options);
+}
+
+attention::Status run_paged(const PagedShape& s, int64_t block_size, PagedProblem& p, float* out,
+                            int copy) {
+  using attention::TensorView;
+  const int64_t B = s.batch, H = s.heads, Hkv = s.kv_heads, D = s.d;
+  const int64_t blocks = static_cast<int64_t>(p.pool_k.size()) / (block_size * Hkv * D);
+  attention::PagedKvCache cache;
+  cache.k = TensorView::contiguous(p.pool_k.data(), {blocks, block_size, Hkv, D});
+  cache.v = TensorView::contiguous(p.pool_v.data(), {blocks, block_size, Hkv, D});
+  cache.block_table = TensorView::contiguous(p.tables[copy].data(), attention::DType::Int32,
+                                             {B, s.keys / block_size});
+  cache.seq_lens = TensorView::contiguous(p.seq_lens.data(), attention::DType::Int32, {B});
+  return attention::paged_attention(TensorView::contiguous(p.q.data(), {B, H, 1, D}), cache,
+                                    TensorView::contiguous(out, {B, H, 1, D}));
+}
+
+// block_size 0: the contiguous twin, -1 the same with key lengths. Problems are built once per
+// block size and checked once.
+void run_paged_bench(benchmark::State& state, PagedShape s, int64_t block_size) {
+  static std::vector<std::pair<std::string, PagedProblem>> problems;
+  const int64_t layout_block = block_size <= 0 ? kBlockSizes[0] : block_size;
+  const std::string key = paged_name(s) + "/" + std::to_string(layout_block);
+  PagedProblem* p = nullptr;
+  for (auto& [name, problem] : problems)
+    if (name == key) p = &problem;
+  if (p == nullptr) {
+    problems.clear();  // one shape's copies at a time: they are hundreds of MiB
+    problems.emplace_back(key, make_paged(s, layout_block));
+    p = &problems.back().second;
+    std::vector<float> a(p->q.size(), NAN), b(p->q.size(), NAN);
+    for (const attention::Status& status : {run_contiguous(s, *p, a.data(), 0),
+                                            run_paged(s, layout_block, *p, b.data(), p->copies - 1)}) {
+      if (!status) fail("paged/" + paged_name(s) + ": " + status.message());
+    }
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!(std::fabs(a[i] - b[i]) <= 1e-5f))
+        fail("paged/" + paged_name(s) + ": paged and contiguous outputs differ at " +
+             std::to_string(i));
+  }
+  std::vector<float> out(p->q.size());
+  bool all_ok = true;
+  int copy = 0;
+  for (auto _ : state) {
+    all_ok &= (block_size <= 0 ? run_contiguous(s, *p, out.data(), copy, block_size < 0)
+                               : run_paged(s, block_size, *p, out.data(), copy))
+                  .ok();
+    copy = (copy + 1) % p->copies;
+    benchmark::ClobberMemory();
+  }
+  if (!all_ok) state.SkipWithError("the call returned an error");
+  state.SetLabel(block_size == 0 ? "contiguous" : block_size < 0 ? "contiguous, key lengths" : "paged");
+  state.counters["GB/s"] = bench::per_second(paged_kv_bytes(s) * 1e-9);
+  state.counters["block_size"] = double(block_size);
+}
+
+struct RopeShape {
+  int64_t batch, heads, seq, d;
+};
+
+const RopeShape kRopeShapes[] = {{1, 8, 2048, 64}, {1, 32, 1024, 128}};
+
+std::string rope_name(const RopeShape& s) {
+  return std::to_string(s.batch) + "x" + std::to_string(s.heads) + "x" + std::to_string(s.seq) +
+         "x" + std::to_string(s.seq) + "x" + std::to_string(s.d);
+}
+
+enum class RopeRun { kApply, kSeparatePass, kSdpaAlone };
+
+void run_rope(benchmark::State& state, RopeShape s, RopeRun what) {
+  using attention::TensorView;
+  const int64_t B = s.batch, H = s.heads, S = s.seq, D = s.d, n = B * H * S * D;
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  std::vector<float> q(n), k(n), v(n), q_rot(n), k_rot(n), out(n);
+  for (auto* t : {&q, &k, &v})
+    for (float& x : *t) x = value(rng);
+  auto view = [&](std::vector<float>& t) { return TensorView::contiguous(t.data(), {B, H, S, D}); };
+  attention::SdpaOptions options;
+  options.mask.causal = attention::Causal::TopLeft;
+  auto step = [&]() {
+    attention::Status status = attention::Status::ok_status();
+    if (what != RopeRun::kSdpaAlone) {
+      status = attention::apply_rotary_embedding(view(q), view(q_rot));
+      if (status && what == RopeRun::kSeparatePass)
+        status = attention::apply_rotary_embedding(view(k), view(k_rot));
+    }
+    if (status && what != RopeRun::kApply)
+      status = attention::scaled_dot_product_attention(view(q_rot), view(k_rot), view(v),
+                                                       view(out), options);
+    return status;
+  };
+  // Rotated inputs first, so the SDPA-alone run reads the same values.
+  for (auto [from, to] : {std::pair{&q, &q_rot}, {&k, &k_rot}}) {
+    const attention::Status status = attention::apply_rotary_embedding(view(*from), view(*to));
+    if (!status) fail("rope/" + rope_name(s) + ": " + status.message());
+  }
+  bool all_ok = true;
+  for (auto _ : state) {
+    all_ok &= step().ok();
+    benchmark::ClobberMemory();
+  }
+  if (!all_ok) state.SkipWithError("the call returned an error");
+  if (what == RopeRun::kApply) {
+    state.counters["GB/s"] = bench::per_second(2.0 * n * sizeof(float) * 1e-9);
+  } else {
+    state.counters["GFLOP/s"] = bench::per_second(4.0 * B * H * 0.5 * S * (S + 1) * D * 1e-9);
+  }
+}
+
+}  // namespace
+
+namespace bench {
+
+void register_serving_benchmarks() {
+  for (const VarlenShape& s : kVarlenShapes) {
+    register_timed("varlen/packed/" + varlen_name(s), BM_VarlenPacked, s);
+    register_timed("varlen/padded/" + varlen_name(s), BM_VarlenPadded, s);
+  }
+  for (const RopeShape& s : kRopeShapes) {
+    register_timed("rope/apply/" + rope_name(s),
+                   [](benchmark::State& state, RopeShape shape) {
+                     run_rope(state, shape, RopeRun::kApply);
+                   },
+                   s);
+    register_timed("rope/separate_pass/" + rope_name(s),
+                   [](benchmark::State& state, RopeShape shape) {
+                     run_rope(state, shape, RopeRun::kSeparatePass);
+                   },
+                   s);
+    register_timed("rope/sdpa_alone/" + rope_name(s),
+                   [](benchmark::State& state, RopeShape shape) {
+                     run_rope(state, shape, RopeRun::kSdpaAlone);
+                   },
+                   s);
+  }
+  for (const PagedShape& s : kPagedShapes) {
+    register_timed("paged/contiguous/" + paged_name(s),
+                   [](benchmark::State& state, PagedShape shape) { run_paged_bench(state, shape, 0); },
+                   s);
+    register_timed("paged/contiguous_lengths/" + paged_name(s),
+                   [](benchmark::State& state, PagedShape shape) { run_paged_bench(state, shape, -1); },
+                   s);
+    for (int64_t block_size : kBlockSizes) {
+      register_timed("paged/bs" + std::to_string(block_size) + "/" + paged_name(s),
+                     [block_size](benchmark::State& state, PagedShape shape) {
+                       run_paged_bench(state, shape, block_size);
+                     },
+                     s);
+    }
+  }
+}
+
+}  // namespace bench

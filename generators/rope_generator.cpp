@@ -1,0 +1,74 @@
+// Generator for rotary position embeddings applied to a [B, H, S, D] tensor (algorithm/rope.h):
+// out (d, s, h, b) = x rotated by the angles of position position_offsets(b) + s. A cache that
+// stores rotated keys applies it once at append time; queries before attention.
+#include "Halide.h"
+#include "algorithm/rope.h"
+
+namespace {
+
+using namespace Halide;
+
+class RopeGenerator : public Generator<RopeGenerator> {
+ public:
+  Input<Buffer<float, 4>> x{"x"};                                // (d, s, h, b), any outer strides
+  Input<Buffer<int32_t, 1>> position_offsets{"position_offsets"};  // (b): position of row s = 0
+  Input<Buffer<float, 1>> inv_freq{"inv_freq"};                  // (i): θ_i, R/2 of them
+  Input<int32_t> rotary_dim{"rotary_dim"};                       // R: even, <= D
+  Input<bool> interleaved{"interleaved"};                        // GPT-J pairs, else half-split
+  Output<Buffer<float, 4>> out{"out"};
+
+  void generate() {
+    const Expr D = x.dim(0).extent(), half = rotary_dim / 2;
+    Func row = BoundaryConditions::repeat_edge(x, {{x.dim(0).min(), D}, {}, {}, {}});
+    // Each pair's cos and sin at each position, once per row of positions for every head.
+    angle_(i, s, b) = cast<float>(position_offsets(b) + s) * inv_freq(clamp(i, 0, half - 1));
+    const auto [c, sn] = attention_gen::cos_sin(angle_(i, s, b));
+    cos_sin_(i, s, b) = {c, sn};
+    // Half-split: feature d < R/2 pairs with d + R/2; interleaved: 2i with 2i + 1. The partner
+    // and pair index are formed for both halves as dense reads, then selected (no gathers).
+    const Expr lo = d < half;
+    Expr value_split =
+        select(lo,
+               attention_gen::rotated(row(d, s, h, b), row(d + half, s, h, b),
+                                      cos_sin_(d, s, b)[0], cos_sin_(d, s, b)[1], true),
+               attention_gen::rotated(row(d, s, h, b), row(d - half, s, h, b),
+                                      cos_sin_(d - half, s, b)[0], cos_sin_(d - half, s, b)[1],
+                                      false));
+    const Expr even = d % 2 == 0;
+    Expr value_pairs = attention_gen::rotated(
+        row(d, s, h, b), select(even, row(d + 1, s, h, b), row(d - 1, s, h, b)),
+        cos_sin_(d / 2, s, b)[0], cos_sin_(d / 2, s, b)[1], even);
+    out(d, s, h, b) =
+        select(d < rotary_dim, select(interleaved, value_pairs, value_split), x(d, s, h, b));
+
+    x.set_estimates({{0, 64}, {0, 1024}, {0, 8}, {0, 1}});
+    position_offsets.set_estimates({{0, 1}});
+    inv_freq.set_estimates({{0, 32}});
+    rotary_dim.set_estimate(64);
+    interleaved.set_estimate(false);
+    out.set_estimates({{0, 64}, {0, 1024}, {0, 8}, {0, 1}});
+  }
+
+  // Positions in blocks across threads, the heads inside (the cos/sin row of a position serves
+  // every head), each row a vector at a time. Memory bound once the table is amortized.
+  void schedule() {
+    if (using_autoscheduler()) return;
+    const int lanes = natural_vector_size<float>();
+    Var task("task"), rows("rows"), position("position");
+    out.reorder(d, h, s, b)
+        .split(s, task, position, 16, TailStrategy::GuardWithIf)
+        .fuse(task, b, rows)
+        .parallel(rows)
+        .vectorize(d, lanes, TailStrategy::GuardWithIf);
+    out.specialize(interleaved);
+    cos_sin_.compute_at(out, position).vectorize(i, lanes, TailStrategy::RoundUp);
+  }
+
+ private:
+  Var d{"d"}, s{"s"}, h{"h"}, b{"b"}, i{"i"};
+  Func angle_{"angle"}, cos_sin_{"cos_sin"};
+};
+
+}  // namespace
+
+HALIDE_REGISTER_GENERATOR(RopeGenerator, rope)

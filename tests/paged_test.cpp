@@ -1,0 +1,381 @@
+// paged_attention: new tokens against a paged KV cache, checked per sequence against the double
+// reference on the sequence's keys gathered from the pool by the test, with shuffled and shared
+// block ids, NaN in every block no sequence uses, both layouts, GQA and the masks.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention/attention.h"
+#include "reference/sdpa_reference.h"
+#include "test_util.h"
+
+namespace {
+
+using attention::DType;
+using attention::PagedKvLayout;
+using attention::TensorView;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+struct PagedCase {
+  int64_t H = 1, Hkv = 1, Sq = 1, D = 8, Dv = 8, block_size = 16;
+  std::vector<int64_t> seq_lens;
+  PagedKvLayout layout = PagedKvLayout::BlocksSlotsHeads;
+  bool share_prefix = false;  // sequences 0 and 1 share their first block (same ids)
+  attention::Causal causal = attention::Causal::BottomRight;
+  int64_t window = -1;
+  bool query_lengths = false, alibi = false;
+  float softcap = 0.0f;
+  int64_t extra_columns = 1;  // table columns past the longest sequence's (filled with -1)
+  DType cache_dtype = DType::Float32;
+};
+
+std::string describe(const PagedCase& c) {
+  std::string s = "H=" + std::to_string(c.H) + "(" + std::to_string(c.Hkv) +
+                  ") Sq=" + std::to_string(c.Sq) + " D=" + std::to_string(c.D) +
+                  " Dv=" + std::to_string(c.Dv) + " block=" + std::to_string(c.block_size) +
+                  (c.layout == PagedKvLayout::BlocksSlotsHeads ? " [blocks, slots, heads]"
+                                                               : " [blocks, heads, slots]") +
+                  " seq_lens:";
+  for (int64_t n : c.seq_lens) s += " " + std::to_string(n);
+  if (c.causal == attention::Causal::BottomRight) s += " causal";
+  if (c.window >= 0) s += " window " + std::to_string(c.window);
+  if (c.query_lengths) s += " query lengths";
+  if (c.alibi) s += " alibi";
+  if (c.softcap > 0) s += " softcap";
+  if (c.cache_dtype != DType::Float32)
+    s += c.cache_dtype == DType::Float16 ? " Float16 cache" : " BFloat16 cache";
+  return s;
+}
+
+// A paged cache filled for a case: each sequence's blocks drawn from a shuffled pool of ids.
+class PagedRun {
+ public:
+  PagedRun(const PagedCase& c, uint64_t seed) : c_(c), rng_(seed) {
+    B_ = static_cast<int64_t>(c.seq_lens.size());
+    int64_t width = 0, needed = 0;
+    for (int64_t n : c.seq_lens) {
+      const int64_t blocks = (n + c.block_size - 1) / c.block_size;
+      width = std::max(width, blocks);
+      needed += blocks;
+    }
+    width_ = width + c.extra_columns;
+    blocks_ = needed + 3;  // three blocks no sequence uses (NaN)
+    std::vector<int32_t> ids(static_cast<size_t>(blocks_));
+    std::iota(ids.begin(), ids.end(), 0);
+    std::shuffle(ids.begin(), ids.end(), rng_);
+    table_.assign(static_cast<size_t>(B_ * width_), -1);
+    size_t next = 0;
+    for (int64_t b = 0; b < B_; ++b) {
+      for (int64_t n = 0; n < (c.seq_lens[b] + c.block_size - 1) / c.block_size; ++n) {
+        const bool shared = c.share_prefix && b == 1 && n == 0 && c.seq_lens[0] > 0;
+        table_[b * width_ + n] = shared ? table_[0] : ids[next++];
+      }
+    }
+    k_.assign(static_cast<size_t>(blocks_ * c.block_size * c.Hkv * c.D), kNaN);
+    v_.assign(static_cast<size_t>(blocks_ * c.block_size * c.Hkv * c.Dv), kNaN);
+    std::uniform_real_distribution<float> uniform(-1.0f, 1.0f), positive(-0.5f, 1.5f);
+    std::vector<bool> used(static_cast<size_t>(blocks_), false);
+    for (int32_t id : table_)
+      if (id >= 0) used[id] = true;
+    for (int64_t blk = 0; blk < blocks_; ++blk) {
+      if (!used[blk]) continue;
+      for (int64_t slot = 0; slot < c.block_size; ++slot)
+        for (int64_t h = 0; h < c.Hkv; ++h) {
+          for (int64_t d = 0; d < c.D; ++d) k_[offset(blk, slot, h, c.D) + d] = uniform(rng_);
+          for (int64_t d = 0; d < c.Dv; ++d) v_[offset(blk, slot, h, c.Dv) + d] = positive(rng_);
+        }
+    }
+    q_.resize(static_cast<size_t>(B_ * c.H * c.Sq * c.D));
+    for (float& x : q_) x = uniform(rng_);
+    for (int64_t n : c.seq_lens) seq_lens_.push_back(static_cast<int32_t>(n));
+    std::uniform_int_distribution<int64_t> rows(0, c.Sq);
+    for (int64_t b = 0; b < B_; ++b) query_lengths_.push_back(static_cast<int32_t>(rows(rng_)));
+    out_.assign(static_cast<size_t>(B_ * c.H * c.Sq * c.Dv + 1), kNaN);
+    lse_.assign(static_cast<size_t>(B_ * c.H * c.Sq + 1), kNaN);
+    options_.mask.causal = c.causal;
+    options_.mask.window = c.window;
+    options_.mask.alibi = c.alibi;
+    options_.mask.softcap = c.softcap;
+    if (c.query_lengths)
+      options_.mask.query_lengths =
+          TensorView::contiguous(query_lengths_.data(), DType::Int32, {B_});
+    options_.logsumexp = TensorView::contiguous(lse_.data(), {B_, c.H, c.Sq});
+  }
+
+  attention::PagedKvCache cache() {
+    attention::PagedKvCache cache;
+    const bool bsh = c_.layout == PagedKvLayout::BlocksSlotsHeads;
+    const int64_t bs = c_.block_size, hkv = c_.Hkv;
+    if (bsh) {
+      cache.k = TensorView::contiguous(k_.data(), {blocks_, bs, hkv, c_.D});
+      cache.v = TensorView::contiguous(v_.data(), {blocks_, bs, hkv, c_.Dv});
+    } else {
+      cache.k = TensorView::contiguous(k_.data(), {blocks_, hkv, bs, c_.D});
+      cache.v = TensorView::contiguous(v_.data(), {blocks_, hkv, bs, c_.Dv});
+    }
+    cache.block_table = TensorView::contiguous(table_.data(), DType::Int32, {B_, width_});
+    cache.seq_lens = TensorView::contiguous(seq_lens_.data(), DType::Int32, {B_});
+    cache.layout = c_.layout;
+    return cache;
+  }
+  TensorView q() { return TensorView::contiguous(q_.data(), {B_, c_.H, c_.Sq, c_.D}); }
+  TensorView out() { return TensorView::contiguous(out_.data(), {B_, c_.H, c_.Sq, c_.Dv}); }
+  attention::SdpaOptions& options() { return options_; }
+  std::vector<int32_t>& table() { return table_; }
+  std::vector<int32_t>& seq_lens() { return seq_lens_; }
+  bool untouched() const {
+    return std::all_of(out_.begin(), out_.end(), [](float x) { return std::isnan(x); }) &&
+           std::all_of(lse_.begin(), lse_.end(), [](float x) { return std::isnan(x); });
+  }
+
+  // A half cache holds the pool's values rounded (HalfCopy); the reference then reads the
+  // rounded values, so the fp32 output meets the fp32 rule.
+  void run_and_compare() {
+    attention::PagedKvCache paged = cache();
+    std::optional<attention_test::HalfCopy> hk, hv;
+    if (c_.cache_dtype != DType::Float32) {
+      hk.emplace(paged.k, c_.cache_dtype);
+      hv.emplace(paged.v, c_.cache_dtype);
+      paged.k = hk->view();
+      paged.v = hv->view();
+      std::copy_n(static_cast<const float*>(hk->rounded().data), k_.size(), k_.begin());
+      std::copy_n(static_cast<const float*>(hv->rounded().data), v_.size(), v_.begin());
+    }
+    const attention::Status status = attention::paged_attention(q(), paged, out(), options_);
+    ASSERT_TRUE(status.ok()) << status.message();
+    EXPECT_TRUE(std::isnan(out_.back())) << "out written past its end";
+    EXPECT_TRUE(std::isnan(lse_.back())) << "logsumexp written past its end";
+    const int64_t H = c_.H, Sq = c_.Sq, Dv = c_.Dv;
+    std::vector<double> expected(static_cast<size_t>(B_ * H * Sq * Dv), 0.0);
+    std::vector<double> expected_lse(static_cast<size_t>(B_ * H * Sq), -INFINITY);
+    for (int64_t b = 0; b < B_; ++b) {
+      // The sequence's valid rows are its last tokens: reference SDPA of those rows against
+      // its keys, gathered here, with the masks aligned bottom-right; other rows are zeros.
+      const int64_t rows = c_.query_lengths ? query_lengths_[b] : Sq, Sk = seq_lens_[b];
+      if (rows == 0) continue;
+      std::vector<float> kb(static_cast<size_t>(c_.Hkv * Sk * c_.D)),
+          vb(static_cast<size_t>(c_.Hkv * Sk * Dv));
+      for (int64_t h = 0; h < c_.Hkv; ++h)
+        for (int64_t j = 0; j < Sk; ++j) {
+          const int64_t blk = table_[b * width_ + j / c_.block_size], slot = j % c_.block_size;
+          std::copy_n(&k_[offset(blk, slot, h, c_.D)], c_.D, &kb[(h * Sk + j) * c_.D]);
+          std::copy_n(&v_[offset(blk, slot, h, Dv)], Dv, &vb[(h * Sk + j) * Dv]);
+        }
+      attention::MaskOptions mask;
+      mask.causal = c_.causal;
+      mask.window = c_.window;
+      mask.alibi = c_.alibi;
+      mask.softcap = c_.softcap;
+      const TensorView qb = TensorView::strided(&q_[b * H * Sq * c_.D], {1, H, rows, c_.D},
+                                                {H * Sq * c_.D, Sq * c_.D, c_.D, 1});
+      std::vector<double> ref, ref_lse;
+      reference_sdpa(qb, TensorView::contiguous(kb.data(), {1, c_.Hkv, Sk, c_.D}),
+                     TensorView::contiguous(vb.data(), {1, c_.Hkv, Sk, Dv}),
+                     1.0 / std::sqrt(double(c_.D)), &ref, &ref_lse, mask.empty() ? nullptr : &mask);
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t i = 0; i < rows; ++i) {
+          expected_lse[(b * H + h) * Sq + i] = ref_lse[h * rows + i];
+          for (int64_t d = 0; d < Dv; ++d)
+            expected[((b * H + h) * Sq + i) * Dv + d] = ref[(h * rows + i) * Dv + d];
+        }
+    }
+    const std::vector<float> out(out_.begin(), out_.end() - 1), lse(lse_.begin(), lse_.end() - 1);
+    EXPECT_TRUE(attention_test::matches_reference(out, expected, {B_, H, Sq, Dv})) << "in out";
+    EXPECT_TRUE(attention_test::matches_reference(lse, expected_lse, {B_, H, Sq},
+                                                  attention_test::Domain::Log))
+        << "in logsumexp";
+  }
+
+ private:
+  // Element offset of (block, slot, kv head, feature 0) in the pool's layout.
+  int64_t offset(int64_t blk, int64_t slot, int64_t h, int64_t features) const {
+    const int64_t bs = c_.block_size, hkv = c_.Hkv;
+    return c_.layout == PagedKvLayout::BlocksSlotsHeads
+               ? ((blk * bs + slot) * hkv + h) * features
+               : ((blk * hkv + h) * bs + slot) * features;
+  }
+
+  PagedCase c_;
+  std::mt19937_64 rng_;
+  int64_t B_ = 0, width_ = 0, blocks_ = 0;
+  std::vector<int32_t> table_, seq_lens_, query_lengths_;
+  std::vector<float> k_, v_, q_, out_, lse_;
+  attention::SdpaOptions options_;
+};
+
+void expect_paged_matches_reference(const PagedCase& c) {
+  const uint64_t seed = attention_test::seed_for_current_test();
+  SCOPED_TRACE(describe(c) + ", " + attention_test::seed_note(seed));
+  PagedRun run(c, seed);
+  run.run_and_compare();
+}
+
+TEST(PagedAttention, DecodeMatchesReference) {
+  PagedCase c;
+  c.H = 4;
+  c.Hkv = 2;
+  c.D = 40;
+  c.Dv = 24;
+  c.seq_lens = {37, 1, 16, 0, 129, 64};
+  for (int64_t block_size : {16, 4, 1}) {
+    for (PagedKvLayout layout : {PagedKvLayout::BlocksSlotsHeads, PagedKvLayout::BlocksHeadsSlots}) {
+      c.block_size = block_size;
+      c.layout = layout;
+      expect_paged_matches_reference(c);
+    }
+  }
+}
+
+TEST(PagedAttention, HalfCaches) {
+  PagedCase c;
+  c.H = 8;
+  c.Hkv = 2;
+  c.D = c.Dv = 64;
+  c.seq_lens = {100, 1, 33};
+  for (DType dtype : {DType::Float16, DType::BFloat16}) {
+    c.cache_dtype = dtype;
+    c.Sq = 1;
+    expect_paged_matches_reference(c);
+    c.Sq = 3;
+    c.layout = PagedKvLayout::BlocksHeadsSlots;
+    expect_paged_matches_reference(c);
+  }
+}
+
+TEST(PagedAttention, DecodeD128WithoutGqa) {
+  PagedCase c;
+  c.H = c.Hkv = 3;
+  c.D = c.Dv = 128;
+  c.block_size = 64;
+  c.seq_lens = {300, 65, 2};
+  c.causal = attention::Causal::None;
+  expect_paged_matches_reference(c);
+}
+
+// Several new tokens per sequence against its own cache length, with every mask the paged kernel
+// takes, and a block shared by two sequences (a common prefix).
+TEST(PagedAttention, ChunkedPrefillPerSequenceLengths) {
+  PagedCase c;
+  c.H = 6;
+  c.Hkv = 2;
+  c.Sq = 7;
+  c.D = c.Dv = 32;
+  c.block_size = 8;
+  c.seq_lens = {40, 40, 7, 3, 91};
+  c.share_prefix = true;
+  expect_paged_matches_reference(c);
+  c.window = 11;
+  c.query_lengths = true;
+  expect_paged_matches_reference(c);
+  c.window = -1;
+  c.alibi = true;
+  c.softcap = 4.0f;
+  c.layout = PagedKvLayout::BlocksHeadsSlots;
+  expect_paged_matches_reference(c);
+  c.causal = attention::Causal::None;
+  expect_paged_matches_reference(c);
+}
+
+TEST(PagedAttention, RandomCases) {
+  std::mt19937_64 rng(attention_test::seed_for_current_test());
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  for (int n = 0; n < 12; ++n) {
+    PagedCase c;
+    c.Hkv = pick(1, 3);
+    c.H = c.Hkv * pick(1, 4);
+    c.Sq = pick(1, 3) == 1 ? pick(2, 9) : 1;
+    c.D = pick(1, 70);
+    c.Dv = pick(1, 70);
+    c.block_size = int64_t{1} << pick(0, 6);
+    c.layout = pick(0, 1) ? PagedKvLayout::BlocksSlotsHeads : PagedKvLayout::BlocksHeadsSlots;
+    for (int64_t b = pick(1, 4); b > 0; --b) c.seq_lens.push_back(pick(0, 200));
+    c.causal = pick(0, 1) ? attention::Causal::BottomRight : attention::Causal::None;
+    if (c.causal == attention::Causal::BottomRight && pick(0, 1)) c.window = pick(0, 40);
+    c.query_lengths = pick(0, 3) == 0;
+    c.alibi = pick(0, 3) == 0;
+    c.extra_columns = pick(0, 2);
+    expect_paged_matches_reference(c);
+  }
+}
+
+// Bad caches: an error naming the argument (the sequence and block for a bad id), nothing written.
+class PagedValidation : public ::testing::Test {
+ protected:
+  static PagedCase base_case() {
+    PagedCase c;
+    c.H = 2;
+    c.Hkv = 1;
+    c.block_size = 4;
+    c.seq_lens = {6, 9};
+    return c;
+  }
+  PagedValidation() : run_(base_case(), 3) {}
+  void expect_error(const attention::PagedKvCache& cache, const std::string& needle,
+                    attention::StatusCode code = attention::StatusCode::InvalidArgument) {
+    const attention::Status status =
+        attention::paged_attention(run_.q(), cache, run_.out(), run_.options());
+    ASSERT_FALSE(status.ok());
+    EXPECT_EQ(status.code(), code) << status.message();
+    EXPECT_NE(status.message().find(needle), std::string::npos) << status.message();
+    EXPECT_TRUE(run_.untouched()) << "an output was written";
+  }
+  PagedRun run_;
+};
+
+TEST_F(PagedValidation, BlockIdsOutOfRange) {
+  run_.table()[4 + 2] = 1000;  // sequence 1, block 2 (keys 8..11; 9 keys use 3 blocks)
+  expect_error(run_.cache(), "cache.block_table[1, 2] = 1000 is outside [0, num_blocks=");
+  run_.table()[4 + 2] = -2;
+  expect_error(run_.cache(), "(sequence 1, block 2)");
+}
+
+TEST_F(PagedValidation, UnusedEntriesAreNotRead) {
+  // Entries past a sequence's length may hold anything (vLLM pads with -1 or stale ids).
+  run_.table()[3] = 1 << 30;
+  EXPECT_TRUE(attention::paged_attention(run_.q(), run_.cache(), run_.out(), run_.options()).ok());
+}
+
+TEST_F(PagedValidation, LengthsBeyondTheTable) {
+  run_.seq_lens()[0] = 17;  // the table holds 4 blocks of 4
+  expect_error(run_.cache(), "cache.seq_lens[0] = 17 is outside [0, 16]");
+  run_.seq_lens()[0] = -1;
+  expect_error(run_.cache(), "cache.seq_lens[0] = -1");
+}
+
+TEST_F(PagedValidation, ShapesLayoutsAndOptions) {
+  attention::PagedKvCache cache = run_.cache();
+  attention::PagedKvCache odd = cache;
+  odd.k.shape[1] = odd.v.shape[1] = 3;  // a block size of 3 (views of the same memory)
+  expect_error(odd, "block_size must be a power of two, got 3");
+  attention::PagedKvCache bad_v = cache;
+  bad_v.v.shape[2] = 2;
+  expect_error(bad_v, "cache.v: expected shape");
+  attention::PagedKvCache mixed = cache;
+  mixed.v.dtype = DType::Float16;
+  expect_error(mixed, "cache.v: expected the dtype of cache.k");
+  attention::PagedKvCache bad_table = cache;
+  bad_table.block_table.shape[0] = 3;
+  expect_error(bad_table, "cache.block_table: expected shape [B=2");
+  run_.options().mask.causal = attention::Causal::TopLeft;
+  expect_error(cache, "mask.causal");
+  run_.options().mask.causal = attention::Causal::BottomRight;
+  std::vector<int32_t> lengths = {1, 1};
+  run_.options().mask.key_lengths = TensorView::contiguous(lengths.data(), DType::Int32, {2});
+  expect_error(cache, "mask.key_lengths");
+  run_.options().mask.key_lengths = {};
+  run_.options().backend = attention::Backend::OpenCL;
+  expect_error(cache, "backend", attention::StatusCode::Unsupported);
+}
+
+}  // namespace
