@@ -18,28 +18,31 @@ class RopeGenerator : public Generator<RopeGenerator> {
   Output<Buffer<float, 4>> out{"out"};
 
   void generate() {
-    const Expr D = x.dim(0).extent(), half = rotary_dim / 2;
-    Func row = BoundaryConditions::repeat_edge(x, {{x.dim(0).min(), D}, {}, {}, {}});
+    const Expr half = rotary_dim / 2;
     // Each pair's cos and sin at each position, once per row of positions for every head.
     angle_(i, s, b) = cast<float>(position_offsets(b) + s) * inv_freq(clamp(i, 0, half - 1));
     const auto [c, sn] = attention_gen::cos_sin(angle_(i, s, b));
     cos_sin_(i, s, b) = {c, sn};
-    // Half-split: feature d < R/2 pairs with d + R/2; interleaved: 2i with 2i + 1. The partner
-    // and pair index are formed for both halves as dense reads, then selected (no gathers).
-    const Expr lo = d < half;
-    Expr value_split =
-        select(lo,
-               attention_gen::rotated(row(d, s, h, b), row(d + half, s, h, b),
-                                      cos_sin_(d, s, b)[0], cos_sin_(d, s, b)[1], true),
-               attention_gen::rotated(row(d, s, h, b), row(d - half, s, h, b),
-                                      cos_sin_(d - half, s, b)[0], cos_sin_(d - half, s, b)[1],
-                                      false));
-    const Expr even = d % 2 == 0;
-    Expr value_pairs = attention_gen::rotated(
-        row(d, s, h, b), select(even, row(d + 1, s, h, b), row(d - 1, s, h, b)),
-        cos_sin_(d / 2, s, b)[0], cos_sin_(d / 2, s, b)[1], even);
-    out(d, s, h, b) =
-        select(d < rotary_dim, select(interleaved, value_pairs, value_split), x(d, s, h, b));
+    const Expr cos_i = cos_sin_(i, s, b)[0], sin_i = cos_sin_(i, s, b)[1];
+    // The pairs' two rotated features, first_(i) and second_(i) for pair i, read with dense loads
+    // only inside [0, R) (no clamped lanes: those became gathers and ran at ~8 GB/s).
+    // Interleaved (GPT-J): pair i is features 2i and 2i + 1 (stride-2 loads, deinterleaved), its
+    // results interleaved back by out's select on d's parity.
+    const Expr x_even = x(2 * i, s, h, b), x_odd = x(2 * i + 1, s, h, b);
+    pairs_(i, s, h, b) = {attention_gen::rotated(x_even, x_odd, cos_i, sin_i, true),
+                          attention_gen::rotated(x_odd, x_even, cos_i, sin_i, false)};
+    const Expr in_pairs = select(d % 2 == 0, pairs_(d / 2, s, h, b)[0], pairs_(d / 2, s, h, b)[1]);
+    // Half-split (NeoX, Llama): pair i is features i and i + R/2. A row is x, then its two halves
+    // overwritten by update definitions over the pairs.
+    split_row_(d, s, h, b) = x(d, s, h, b);
+    r_ = RDom(0, half, "r");
+    const RVar r = r_.x;
+    const Expr lo = x(r, s, h, b), hi = x(r + half, s, h, b);
+    const Expr cos_r = cos_sin_(r, s, b)[0], sin_r = cos_sin_(r, s, b)[1];
+    split_row_(r, s, h, b) = attention_gen::rotated(lo, hi, cos_r, sin_r, true);
+    split_row_(r + half, s, h, b) = attention_gen::rotated(hi, lo, cos_r, sin_r, false);
+    out(d, s, h, b) = select(interleaved, select(d < rotary_dim, in_pairs, x(d, s, h, b)),
+                             split_row_(d, s, h, b));
 
     x.set_estimates({{0, 64}, {0, 1024}, {0, 8}, {0, 1}});
     position_offsets.set_estimates({{0, 1}});
@@ -61,12 +64,20 @@ class RopeGenerator : public Generator<RopeGenerator> {
         .parallel(rows)
         .vectorize(d, lanes, TailStrategy::GuardWithIf);
     out.specialize(interleaved);
+    // (A Var split with its own name as the inner loop broke compute_at here: rows s > 0 came
+    // out zero. Hence `position`.)
     cos_sin_.compute_at(out, position).vectorize(i, lanes, TailStrategy::RoundUp);
+    pairs_.compute_at(out, h).vectorize(i, lanes, TailStrategy::GuardWithIf);
+    split_row_.compute_at(out, h).vectorize(d, lanes, TailStrategy::GuardWithIf);
+    for (int u = 0; u < 2; ++u) {
+      split_row_.update(u).vectorize(r_.x, lanes, TailStrategy::GuardWithIf);
+    }
   }
 
  private:
   Var d{"d"}, s{"s"}, h{"h"}, b{"b"}, i{"i"};
-  Func angle_{"angle"}, cos_sin_{"cos_sin"};
+  Func angle_{"angle"}, cos_sin_{"cos_sin"}, pairs_{"pairs"}, split_row_{"split_row"};
+  RDom r_;
 };
 
 }  // namespace

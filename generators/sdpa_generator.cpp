@@ -346,6 +346,8 @@ class PagedSdpaGenerator : public SdpaGeneratorBase<PagedSdpaGenerator> {
       in.k = widened(paged(*k_, table, seq_k, "k_paged"), "k_f32");
       in.v = widened(paged(*v_, table, seq_k, "v_paged"), "v_f32");
     });
+    // A position's rows of every kv head are adjacent in a paged pool: items cover every head.
+    plan_.decode_all_heads = true;
     block_table_->set_estimates({{0, 1024 / 16}, {0, 1}});
     block_shift_->set_estimate(4);
   }

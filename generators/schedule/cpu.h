@@ -278,25 +278,38 @@ inline void schedule_prefill_pair_stages(SdpaFuncs& f, const CpuTiling& t, Halid
 // over keys; P·V adds each key's whole row of v into every row's accumulators (measured: blocks
 // of features that pass over the split once per block read v at ~11 GB/s from memory on one
 // core, whole rows at ~18).
-inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile) {
+//
+// all_heads (a paged cache, [blocks, slots, kv heads, D]): one item per (key split, batch) with
+// every head inside the key loops, so each key position's rows of all kv heads, adjacent in
+// memory, are read together (per-head items read one row per position, a page apart: 3-4x
+// slower there).
+inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile,
+                                   bool all_heads = false) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
   Var item("item"), split_head("split_head"), lane("lane"), kv_head("kv_head"), group("group");
   RVar d_outer("d_outer"), d_lane("d_lane"), key_outer("key_outer"), key_lane("key_lane");
-  // Without GQA the items stay per head: the grouped loop nest below took 1.6x the time there.
   f.split_result.compute_root();
-  f.split_result.specialize(f.heads_per_kv == 1)
-      .reorder(x.c, x.i, x.s, x.h, x.b)
-      .fuse(x.s, x.h, split_head)
-      .fuse(split_head, x.b, item)
-      .parallel(item)
-      .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
-  f.split_result.split(x.h, kv_head, group, f.heads_per_kv, TailStrategy::GuardWithIf)
-      .reorder(x.c, x.i, group, x.s, kv_head, x.b)
-      .fuse(x.s, kv_head, split_head)
-      .fuse(split_head, x.b, item)
-      .parallel(item)
-      .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  if (all_heads) {
+    f.split_result.reorder(x.c, x.i, x.h, x.s, x.b)
+        .fuse(x.s, x.b, item)
+        .parallel(item)
+        .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  } else {
+    // Without GQA the items stay per head: the grouped loop nest below took 1.6x the time there.
+    f.split_result.specialize(f.heads_per_kv == 1)
+        .reorder(x.c, x.i, x.s, x.h, x.b)
+        .fuse(x.s, x.h, split_head)
+        .fuse(split_head, x.b, item)
+        .parallel(item)
+        .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+    f.split_result.split(x.h, kv_head, group, f.heads_per_kv, TailStrategy::GuardWithIf)
+        .reorder(x.c, x.i, group, x.s, kv_head, x.b)
+        .fuse(x.s, kv_head, split_head)
+        .fuse(split_head, x.b, item)
+        .parallel(item)
+        .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  }
   const LoopLevel at(f.split_result, item);
   f.split_out.compute_at(at).vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
   f.split_lse.compute_at(at);
@@ -347,11 +360,14 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
         .atomic()
         .vectorize(key_lane);
   }
-  // GQA: each key's row of v serves every head of the group (without: heads outside, ~10% faster).
-  f.weighted_sum.update()
-      .specialize(f.heads_per_kv == 1)
-      .reorder(x.c, x.i, f.r_j)
-      .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  // GQA: each key's row of v serves every head of the group (without: heads outside, ~10% faster,
+  // unless the item covers every head of a paged cache).
+  if (!all_heads) {
+    f.weighted_sum.update()
+        .specialize(f.heads_per_kv == 1)
+        .reorder(x.c, x.i, f.r_j)
+        .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  }
   f.weighted_sum.update()
       .reorder(x.c, x.i, x.h, f.r_j)
       .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
@@ -361,7 +377,8 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
 
 // Schedules out and logsumexp (both pipeline outputs) and every stage they consume, with tiling
 // `t` (prefill's when wide_queries, else decode's).
-inline void schedule_sdpa_cpu(SdpaFuncs& f, const CpuTiling& t, bool wide_queries) {
+inline void schedule_sdpa_cpu(SdpaFuncs& f, const CpuTiling& t, bool wide_queries,
+                              bool decode_all_heads = false) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
   Var tile("tile"), i_in("i_in");
@@ -386,7 +403,7 @@ inline void schedule_sdpa_cpu(SdpaFuncs& f, const CpuTiling& t, bool wide_querie
   } else if (wide_queries) {
     schedule_prefill_stages(f, t, tile);
   } else {
-    schedule_decode_stages(f, t, tile);
+    schedule_decode_stages(f, t, tile, decode_all_heads);
   }
 }
 

@@ -16,6 +16,9 @@ namespace attention_gen {
 struct SdpaPlan {
   bool gpu = false;
   bool wide_queries = true;  // prefill; otherwise decode
+  // CPU decode: one work item per (key split, batch) covering every head, the heads inside the
+  // key loops (schedule_decode_stages), for a paged cache that interleaves kv heads per position.
+  bool decode_all_heads = false;
   CpuTiling cpu{};           // when !gpu
   GpuTiling gpu_tiling{};    // when gpu
 };
@@ -97,7 +100,7 @@ inline void schedule_sdpa(SdpaFuncs& f, const SdpaPlan& p) {
   if (p.gpu) {
     schedule_sdpa_gpu(f, p.gpu_tiling);
   } else {
-    schedule_sdpa_cpu(f, p.cpu, p.wide_queries);
+    schedule_sdpa_cpu(f, p.cpu, p.wide_queries, p.decode_all_heads);
   }
 }
 

@@ -207,8 +207,9 @@ Status paged_attention(const TensorView& q, const PagedKvCache& cache, const Ten
   detail::MaskArgs mask(m, s.B, s.H, s.Sq, s.width * s.block_size);
   mask.diag_offset = 0;
   const auto& kernel = detail::paged_decode_kernel(cache.k.dtype);
+  // The kernel's work items are (key split, batch), every head inside (paged_sdpa).
   const int32_t key_split = attention_contract::decode_key_split(
-      s.B, s.Hkv, s.longest, detail::kernel_cpu_tiling(kernel.name));
+      s.B, /*Hkv=*/1, s.longest, detail::kernel_cpu_tiling(kernel.name));
   const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(s.D)));
   std::vector<float> lse_scratch;
   const TensorView lse = detail::stats_or_scratch(options.logsumexp, {s.B, s.H, s.Sq}, lse_scratch);
