@@ -368,9 +368,20 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
         .reorder(x.c, x.i, f.r_j)
         .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
   }
-  f.weighted_sum.update()
-      .reorder(x.c, x.i, x.h, f.r_j)
-      .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  if (all_heads) {
+    // Every head inside blocks of 4 keys: a head's accumulators stay in registers over the block,
+    // and the block's rows of all heads are still read together (blocks of 16: 1.5-1.8x the
+    // contiguous call, of 64: 2.2x, of 4: 1.2-1.5x, at 1x32x1x4096x128, block size 16).
+    RVar key_block("key_block"), key_in_block("key_in_block");
+    f.weighted_sum.update()
+        .split(f.r_j, key_block, key_in_block, 4, TailStrategy::GuardWithIf)
+        .reorder(x.c, x.i, key_in_block, x.h, key_block)
+        .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  } else {
+    f.weighted_sum.update()
+        .reorder(x.c, x.i, x.h, f.r_j)
+        .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+  }
 
   schedule_split_combine(f, t, tile);
 }
