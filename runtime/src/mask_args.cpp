@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "tensor_util.h"
 
@@ -174,6 +175,15 @@ const float kNoBias = 0.0f;
 // "Unbounded" band ends: any distance beyond Sq + Sk reaches every key. ALiBi without causal
 // measures from the bottom-right diagonal, like the band would. A window of rows moves the
 // diagonal and the query lengths by its first row, and reads its rows of the mask tensors.
+Status refuse_mask_tensors(const MaskOptions& m, const char* reason) {
+  for (const auto& [view, name] : {std::pair{&m.bool_mask, "mask.bool_mask"},
+                                   std::pair{&m.additive_mask, "mask.additive_mask"}}) {
+    if (given(*view))
+      return Status::error(StatusCode::Unsupported, std::string(name) + ": " + reason);
+  }
+  return Status::ok_status();
+}
+
 MaskArgs::MaskArgs(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t row,
                    int64_t rows)
     : diag_offset(static_cast<int32_t>((m.causal == Causal::TopLeft ? 0 : Sk - Sq) + row)),

@@ -20,6 +20,10 @@ namespace attention::detail {
 Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_t Sk,
                   Device device = Device::CPU, bool half_additive = false);
 
+// Unsupported, "<field>: <reason>", when `m` holds a mask tensor (bool_mask or additive_mask): for
+// entry points whose layout gives those tensors no shape.
+Status refuse_mask_tensors(const MaskOptions& m, const char* reason);
+
 // Appends the mask's input views (for the checks that outputs overlap no input).
 void append_mask_views(const MaskOptions& m, std::vector<NamedView>& views);
 

@@ -15,6 +15,7 @@
 #include "kernel_choice.h"
 #include "kernel_table.h"
 #include "mask_args.h"
+#include "sdpa_call.h"
 #include "tensor_util.h"
 #include "validate.h"
 
@@ -74,23 +75,16 @@ Status check_cache(const TensorView& q, const PagedKvCache& cache, PagedShape* s
   }
   s->block_shift = 0;
   while ((int64_t{1} << s->block_shift) < s->block_size) ++s->block_shift;
-  const std::vector<detail::ExpectedDim> k_dims =
-      cache.layout == PagedKvLayout::BlocksSlotsHeads
-          ? std::vector<detail::ExpectedDim>{{"num_blocks", -1}, {"block_size", -1}, {"Hkv", -1},
-                                             {"D", s->D}}
-          : std::vector<detail::ExpectedDim>{{"num_blocks", -1}, {"Hkv", -1}, {"block_size", -1},
-                                             {"D", s->D}};
-  ATTENTION_RETURN_IF_ERROR(detail::check_shape(cache.k, "cache.k", k_dims));
-  std::vector<detail::ExpectedDim> v_dims = k_dims;
-  for (detail::ExpectedDim& dim : v_dims) {
-    const std::string name = dim.name;
-    dim.extent = name == "num_blocks" ? s->blocks
-                 : name == "block_size" ? s->block_size
-                 : name == "Hkv"        ? s->Hkv
-                                        : -1;
-  }
-  v_dims.back().name = "Dv";
-  ATTENTION_RETURN_IF_ERROR(detail::check_shape(cache.v, "cache.v", v_dims));
+  // The expected dims of a pool in the cache's layout (-1: any).
+  const auto pool_dims = [&](int64_t blocks, int64_t slots, int64_t heads, const char* feature,
+                             int64_t features) -> std::vector<detail::ExpectedDim> {
+    if (cache.layout == PagedKvLayout::BlocksSlotsHeads)
+      return {{"num_blocks", blocks}, {"block_size", slots}, {"Hkv", heads}, {feature, features}};
+    return {{"num_blocks", blocks}, {"Hkv", heads}, {"block_size", slots}, {feature, features}};
+  };
+  ATTENTION_RETURN_IF_ERROR(detail::check_shape(cache.k, "cache.k", pool_dims(-1, -1, -1, "D", s->D)));
+  ATTENTION_RETURN_IF_ERROR(detail::check_shape(
+      cache.v, "cache.v", pool_dims(s->blocks, s->block_size, s->Hkv, "Dv", -1)));
   if (s->Dv == 0) {
     return Status::invalid("cache.v: head dim Dv must be >= 1, got shape " +
                            detail::shape_string(cache.v));
@@ -154,33 +148,15 @@ Status check_paged_options(const TensorView& q, const PagedKvCache& cache, const
     return Status::invalid(
         "mask.key_lengths: paged_attention takes each sequence's keys from cache.seq_lens");
   }
-  for (const auto& [view, name] : {std::pair{&m.bool_mask, "mask.bool_mask"},
-                                   std::pair{&m.additive_mask, "mask.additive_mask"}}) {
-    if (detail::given(*view)) {
-      return Status::error(StatusCode::Unsupported,
-                           std::string(name) + ": mask tensors are not supported by "
-                                               "paged_attention");
-    }
-  }
-  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(out, "out", 4, "[B, H, Sq, Dv]"));
   ATTENTION_RETURN_IF_ERROR(
-      detail::check_shape(out, "out", {{"B", s.B}, {"H", s.H}, {"Sq", s.Sq}, {"Dv", s.Dv}}));
-  if (options.scale && !std::isfinite(*options.scale)) {
-    return Status::invalid("scale: must be finite, got " + std::to_string(*options.scale));
-  }
-  ATTENTION_RETURN_IF_ERROR(detail::check_gpu_options(options.gpu, "gpu"));
-  ATTENTION_RETURN_IF_ERROR(detail::check_mask(m, s.B, s.H, s.Sq, s.width * s.block_size));
-  std::vector<detail::NamedView> inputs = {{&q, "q"},
-                                           {&cache.k, "cache.k"},
-                                           {&cache.v, "cache.v"},
-                                           {&cache.block_table, "cache.block_table"},
-                                           {&cache.seq_lens, "cache.seq_lens"}};
-  detail::append_mask_views(m, inputs);
-  ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(out, "out", inputs));
-  if (options.logsumexp.data == nullptr) return Status::ok_status();
-  inputs.insert(inputs.begin(), {&out, "out"});
-  return detail::check_optional_output(options.logsumexp, "logsumexp", "[B, H, Sq]",
-                                       {{"B", s.B}, {"H", s.H}, {"Sq", s.Sq}}, inputs);
+      detail::refuse_mask_tensors(m, "mask tensors are not supported by paged_attention"));
+  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(out, "out", 4, "[B, H, Sq, Dv]"));
+  return detail::check_sdpa_outputs(out, options, s.B, s.H, s.Sq, s.width * s.block_size, s.Dv,
+                                    {{&q, "q"},
+                                     {&cache.k, "cache.k"},
+                                     {&cache.v, "cache.v"},
+                                     {&cache.block_table, "cache.block_table"},
+                                     {&cache.seq_lens, "cache.seq_lens"}});
 }
 
 }  // namespace

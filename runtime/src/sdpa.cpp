@@ -44,23 +44,8 @@ Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorVie
                            " must divide the query heads H=" + std::to_string(H) +
                            " (grouped-query attention)");
   }
-  ATTENTION_RETURN_IF_ERROR(
-      detail::check_shape(out, "out", {{"B", B}, {"H", H}, {"Sq", Sq}, {"Dv", Dv}}));
-  if (options.scale && !std::isfinite(*options.scale)) {
-    return Status::invalid("scale: must be finite, got " + std::to_string(*options.scale));
-  }
-  ATTENTION_RETURN_IF_ERROR(detail::check_gpu_options(options.gpu, "gpu"));
-  const MaskOptions& m = options.mask;
-  ATTENTION_RETURN_IF_ERROR(detail::check_mask(m, B, H, Sq, Sk, device, /*half_additive=*/true));
-  // Every input an output must not overlap (absent mask views are empty and never overlap).
-  std::vector<detail::NamedView> inputs = {{&q, "q"}, {&k, "k"}, {&v, "v"}};
-  detail::append_mask_views(m, inputs);
-  ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(out, "out", inputs));
-  // logsumexp counts as absent without data (a rank alone is not checked here).
-  if (options.logsumexp.data == nullptr) return Status::ok_status();
-  inputs.insert(inputs.begin(), {&out, "out"});
-  return detail::check_optional_output(options.logsumexp, "logsumexp", "[B, H, Sq]",
-                                       {{"B", B}, {"H", H}, {"Sq", Sq}}, inputs, device);
+  return detail::check_sdpa_outputs(out, options, B, H, Sq, Sk, Dv, {{&q, "q"}, {&k, "k"}, {&v, "v"}},
+                                    device);
 }
 
 #if ATTENTION_GPU
@@ -210,7 +195,6 @@ Status run_bf16_prefill(const detail::KernelSlot<decltype(&sdpa_f32_prefill)>& k
 // exactly, runs the fp32 path, and rounds the result into out once.
 Status run_half(detail::Run run, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const SdpaOptions& options) {
-  if (run == detail::Run::CUDA) return detail::half_on_cuda_unsupported("q, k, v, out");
   if (run == detail::Run::CPU) {
     const bool dense_rows = q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1;
     const auto* native =
@@ -252,6 +236,26 @@ Status run_half(detail::Run run, const TensorView& q, const TensorView& k, const
 
 namespace detail {
 
+Status check_sdpa_outputs(const TensorView& out, const SdpaOptions& options, int64_t B, int64_t H,
+                          int64_t Sq, int64_t Sk, int64_t Dv, std::vector<NamedView> inputs,
+                          Device device) {
+  ATTENTION_RETURN_IF_ERROR(check_shape(out, "out", {{"B", B}, {"H", H}, {"Sq", Sq}, {"Dv", Dv}}));
+  if (options.scale && !std::isfinite(*options.scale)) {
+    return Status::invalid("scale: must be finite, got " + std::to_string(*options.scale));
+  }
+  ATTENTION_RETURN_IF_ERROR(check_gpu_options(options.gpu, "gpu"));
+  const MaskOptions& m = options.mask;
+  ATTENTION_RETURN_IF_ERROR(check_mask(m, B, H, Sq, Sk, device, /*half_additive=*/true));
+  // Every input an output must not overlap (absent mask views are empty and never overlap).
+  append_mask_views(m, inputs);
+  ATTENTION_RETURN_IF_ERROR(check_output_memory(out, "out", inputs));
+  // logsumexp counts as absent without data (a rank alone is not checked here).
+  if (options.logsumexp.data == nullptr) return Status::ok_status();
+  inputs.insert(inputs.begin(), {&out, "out"});
+  return check_optional_output(options.logsumexp, "logsumexp", "[B, H, Sq]",
+                               {{"B", B}, {"H", H}, {"Sq", Sq}}, inputs, device);
+}
+
 Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorView& v,
                        const TensorView& out, const SdpaOptions& options, Run* run) {
   const MaskOptions& m = options.mask;
@@ -267,12 +271,17 @@ Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorVie
   ATTENTION_RETURN_IF_ERROR(check_sdpa_args(q, k, v, out, options, device_of(*run)));
   if (*run == Run::CPU) return Status::ok_status();
   ATTENTION_RETURN_IF_ERROR(check_gpu_strides(tensors));
-  if (out.numel() == 0 || k.shape[2] == 0) return Status::ok_status();
+  if (out.numel() == 0) return Status::ok_status();
   if (*run == Run::CUDA) {
     for (const TensorView* t : {&q, &k, &v, &out, &m.additive_mask}) {
       if (is_half(t->dtype)) return half_on_cuda_unsupported("q, k, v, out");
     }
+    if (k.shape[2] == 0) {
+      return Status::error(StatusCode::Unsupported,
+                           "k: Sk = 0 is not supported for Device::CUDA tensors yet");
+    }
   }
+  if (k.shape[2] == 0) return Status::ok_status();  // OpenCL: the zeros are written on the host
 #if ATTENTION_GPU
   // The workspace plan of the kernel that will serve the call (run_gpu plans it again).
   const SdpaRow& row = sdpa_row(*run);
@@ -289,23 +298,15 @@ Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorVie
 #endif
 }
 
-}  // namespace detail
-
-Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, const TensorView& v,
-                                    const TensorView& out, const SdpaOptions& options) {
-  detail::Run run = detail::Run::CPU;
-  ATTENTION_RETURN_IF_ERROR(detail::check_sdpa_call(q, k, v, out, options, &run));
+Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& out, const SdpaOptions& options) {
   if (out.numel() == 0) return Status::ok_status();  // B, H or Sq is 0
   const MaskOptions& m = options.mask;
   for (const TensorView* t : {&q, &k, &v, &out, &m.additive_mask}) {
     if (detail::is_half(t->dtype)) return run_half(run, q, k, v, out, options);
   }
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
-  if (k.shape[2] == 0) {  // no keys: every row is fully masked
-    if (run == detail::Run::CUDA) {
-      return Status::error(StatusCode::Unsupported,
-                           "k: Sk = 0 is not supported for Device::CUDA tensors yet");
-    }
+  if (k.shape[2] == 0) {  // no keys: every row is fully masked (CUDA refused by the checks)
     detail::write_rows_without_keys(out, options.logsumexp);
     return Status::ok_status();
   }
@@ -319,6 +320,15 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
       detail::pick_sdpa(detail::cpu_rows(), B, k.shape[1], Sq, k.shape[2], D);
   return detail::run_kernel(kernel.name, kernel.fn, hq.get(), hk.get(), hv.get(), scale,
                             choice.key_split, hout.get(), hlse.get());
+}
+
+}  // namespace detail
+
+Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, const TensorView& v,
+                                    const TensorView& out, const SdpaOptions& options) {
+  detail::Run run = detail::Run::CPU;
+  ATTENTION_RETURN_IF_ERROR(detail::check_sdpa_call(q, k, v, out, options, &run));
+  return detail::run_checked_sdpa(run, q, k, v, out, options);
 }
 
 }  // namespace attention

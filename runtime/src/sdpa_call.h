@@ -3,6 +3,9 @@
 // call before the first one runs).
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "attention/attention.h"
 #include "gpu.h"
 
@@ -10,9 +13,20 @@ namespace attention::detail {
 
 // Everything scaled_dot_product_attention checks before a kernel runs: the backend the tensors
 // resolve to (`run`), shapes, dtypes, strides, masks, overlaps and, for a GPU call, that its
-// workspace plan fits options.gpu and its dtypes are ones the backend takes. Ok means the call
+// workspace plan fits options.gpu and its dtypes and key count are ones the backend takes. Ok means the call
 // can only fail for reasons found while it runs (memory, the driver, the kernel).
 Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorView& v,
                        const TensorView& out, const SdpaOptions& options, Run* run);
+
+// Runs a call check_sdpa_call passed, on the backend it resolved (`run`).
+Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const TensorView& v,
+                        const TensorView& out, const SdpaOptions& options);
+
+// The checks an SDPA-family call shares once its inputs' shapes are known: out [B, H, Sq, Dv],
+// the scale, the GPU options, the masks against Sk keys, no output overlapping `inputs` (the
+// mask views are added) and logsumexp [B, H, Sq].
+Status check_sdpa_outputs(const TensorView& out, const SdpaOptions& options, int64_t B, int64_t H,
+                          int64_t Sq, int64_t Sk, int64_t Dv, std::vector<NamedView> inputs,
+                          Device device = Device::CPU);
 
 }  // namespace attention::detail

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "attention/attention.h"
 #include "gpu.h"
+#include "mask_args.h"
 #include "sdpa_call.h"
 #include "tensor_util.h"
 #include "validate.h"
@@ -124,15 +124,9 @@ Status scaled_dot_product_attention_varlen(const TensorView& q, const TensorView
                            std::to_string(cu_q.size()) + "] as cu_seqlens_q, got " +
                            detail::shape_string(cu_seqlens_k));
   }
-  for (const auto& [view, name] : {std::pair{&m.bool_mask, "mask.bool_mask"},
-                                   std::pair{&m.additive_mask, "mask.additive_mask"}}) {
-    if (detail::given(*view)) {
-      return Status::error(StatusCode::Unsupported,
-                           std::string(name) +
-                               ": mask tensors have no packed form; pass per-sequence calls of "
-                               "scaled_dot_product_attention, or key_lengths/query_lengths");
-    }
-  }
+  ATTENTION_RETURN_IF_ERROR(detail::refuse_mask_tensors(
+      m, "mask tensors have no packed form; pass per-sequence calls of "
+         "scaled_dot_product_attention, or key_lengths/query_lengths"));
   ATTENTION_RETURN_IF_ERROR(check_lengths(m.key_lengths, "mask.key_lengths", cu_k, "Sk"));
   ATTENTION_RETURN_IF_ERROR(check_lengths(m.query_lengths, "mask.query_lengths", cu_q, "Sq"));
   const bool lse_given = options.logsumexp.data != nullptr;
@@ -172,15 +166,10 @@ Status scaled_dot_product_attention_varlen(const TensorView& q, const TensorView
                                               std::to_string(Sq) + ", Sk=" + std::to_string(Sk) +
                                               "): " + status.message());
     }
-    if (run == detail::Run::CUDA && Sk == 0) {
-      return Status::error(StatusCode::Unsupported,
-                           "cu_seqlens_k: sequence " + std::to_string(b) +
-                               " has no keys (Sk = 0), not supported for Device::CUDA tensors yet");
-    }
   }
   for (const SequenceCall& call : calls) {
     ATTENTION_RETURN_IF_ERROR(
-        scaled_dot_product_attention(call.q, call.k, call.v, call.out, call.options));
+        detail::run_checked_sdpa(run, call.q, call.k, call.v, call.out, call.options));
   }
   return Status::ok_status();
 }
