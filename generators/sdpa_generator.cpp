@@ -150,6 +150,7 @@ class SdpaGeneratorBase : public Generator<Self> {
     const GeneratorInput<Buffer<>>&q = *q_, &k = *k_, &v = *v_;
     SdpaInputs in;
     in.bf16_pairs = bf16_pairs();
+    in.whole_key_stats = !prefill() && !gpu();
     in.q = clamp_positions(q);
     in.k = in.bf16_pairs ? clamp_positions(k) : widened(clamp_positions(k), "k_f32");
     // Prefill stages v per head, padded with zero features so P·V blocks never need a tail (GPU:

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "gpu.h"
+#include "halide_view.h"
 #include "kernel_choice.h"
 #include "reference/sdpa_reference.h"
 #include "test_util.h"
@@ -130,15 +132,27 @@ class CudaMemory {
     free_ = symbol<int (*)(uint64_t)>("cuMemFree_v2");
     to_device_ = symbol<int (*)(uint64_t, const void*, size_t)>("cuMemcpyHtoD_v2");
     to_host_ = symbol<int (*)(void*, uint64_t, size_t)>("cuMemcpyDtoH_v2");
+    stream_create_ = symbol<int (*)(void**, unsigned)>("cuStreamCreate");
+    stream_sync_ = symbol<int (*)(void*)>("cuStreamSynchronize");
+    stream_destroy_ = symbol<int (*)(void*)>("cuStreamDestroy_v2");
     int device = 0;
     void* context = nullptr;
     ready_ = init && device_get && retain && set_current && alloc_ && free_ && to_device_ &&
-             to_host_ && init(0) == 0 && device_get(&device, 0) == 0 &&
+             to_host_ && stream_create_ && stream_sync_ && stream_destroy_ && init(0) == 0 && device_get(&device, 0) == 0 &&
              retain(&context, device) == 0 && set_current(context) == 0;
   }
   ~CudaMemory() {
+    for (void* s : streams_) stream_destroy_(s);
     for (uint64_t p : allocations_) free_(p);
   }
+  // A stream that does not wait for the legacy default stream (CU_STREAM_NON_BLOCKING).
+  void* new_stream() {
+    void* s = nullptr;
+    EXPECT_EQ(stream_create_(&s, 1), 0);
+    streams_.push_back(s);
+    return s;
+  }
+  void synchronize(void* stream) { EXPECT_EQ(stream_sync_(stream), 0); }
   bool ready() const { return ready_; }
 
   // A device copy of `t`'s whole allocation (padding included) viewed like `t`.
@@ -171,7 +185,11 @@ class CudaMemory {
   int (*free_)(uint64_t) = nullptr;
   int (*to_device_)(uint64_t, const void*, size_t) = nullptr;
   int (*to_host_)(void*, uint64_t, size_t) = nullptr;
+  int (*stream_create_)(void**, unsigned) = nullptr;
+  int (*stream_sync_)(void*) = nullptr;
+  int (*stream_destroy_)(void*) = nullptr;
   std::vector<uint64_t> allocations_;
+  std::vector<void*> streams_;
 };
 
 // SDPA on device pointers (no copies by the library): prefill and decode, plain and causal, with
@@ -212,6 +230,81 @@ TEST(CudaDevicePointers, SdpaMatchesReference) {
           << "in out's padding";
       EXPECT_TRUE(matches_reference(t.lse.to_dense(), reference_lse, t.lse.shape(), Domain::Log));
     }
+  }
+}
+
+// gpu.cuda_stream orders CUDA calls only: any other backend refuses it, naming the option and the
+// backend, before writing anything.
+TEST(CudaStream, OtherBackendsRefuseIt) {
+  int stream = 0;
+  for (Backend backend : {Backend::CPU, Backend::OpenCL}) {
+    if (!attention::backend_available(backend).ok()) continue;
+    SCOPED_TRACE(backend == Backend::CPU ? "CPU" : "OpenCL");
+    SmallCall call;
+    attention::SdpaOptions options;
+    options.backend = backend;
+    options.gpu.cuda_stream = &stream;
+    const attention::Status status = attention::scaled_dot_product_attention(
+        call.t.q.view(), call.t.k.view(), call.t.v.view(), call.t.out.view(), options);
+    EXPECT_EQ(status.code(), attention::StatusCode::InvalidArgument);
+    const std::string expected = std::string("gpu.cuda_stream: set, but the call runs on the ") +
+                                 (backend == Backend::CPU ? "CPU" : "OpenCL") + " backend";
+    EXPECT_NE(status.message().find(expected), std::string::npos) << status.message();
+    EXPECT_TRUE(all_nan(call.t.out));
+  }
+}
+
+// Halide's CUDA runtime asks the library's hook for the stream of each call: a call of the library
+// gets its own (GpuOptions::cuda_stream), any other user_context (an application's pipeline) what
+// Halide would give it, the default stream.
+TEST(CudaStream, HookAnswersOurCallsOnly) {
+  int stream = 0, application = 0;
+  attention::detail::KernelCall call;
+  call.cuda_stream = &stream;
+  void* answer = nullptr;
+  EXPECT_EQ(attention::detail::cuda_stream_of(&call, nullptr, &answer), 0);
+  EXPECT_EQ(answer, &stream);
+  answer = &application;
+  EXPECT_EQ(attention::detail::cuda_stream_of(&application, nullptr, &answer), 0);
+  EXPECT_EQ(answer, nullptr);
+}
+
+// A call on the caller's stream, queued behind the caller's copies there: device tensors (read
+// after the stream is synchronized) and host tensors (the library waits for their copies back)
+// both match the reference.
+TEST(CudaStream, CallsOnAStreamMatchReference) {
+  const attention::Status available = attention::backend_available(Backend::CUDA);
+  if (!available.ok()) GTEST_SKIP() << available.message();
+  CudaMemory memory;
+  ASSERT_TRUE(memory.ready()) << "CUDA is available but device memory could not be set up";
+  const SdpaCase c = sdpa_case(2, 8, 2, 3, 777, 64, 64);
+  const uint64_t seed = seed_for_current_test();
+  SCOPED_TRACE(describe(c) + ", " + seed_note(seed));
+  for (bool on_device : {true, false}) {
+    SdpaTensors t(c, seed);
+    t.out.poison();
+    attention::SdpaOptions options;
+    options.backend = Backend::CUDA;
+    options.gpu.cuda_stream = memory.new_stream();
+    if (on_device) {
+      const attention::TensorView dq = memory.copy_to_device(t.q), dk = memory.copy_to_device(t.k),
+                                  dv = memory.copy_to_device(t.v),
+                                  dout = memory.copy_to_device(t.out);
+      const attention::Status status =
+          attention::scaled_dot_product_attention(dq, dk, dv, dout, options);
+      ASSERT_TRUE(status.ok()) << status.message();
+      memory.synchronize(options.gpu.cuda_stream);
+      memory.copy_to_host(dout, t.out);
+    } else {
+      const attention::Status status = attention::scaled_dot_product_attention(
+          t.q.view(), t.k.view(), t.v.view(), t.out.view(), options);
+      ASSERT_TRUE(status.ok()) << status.message();
+    }
+    std::vector<double> reference_out;
+    reference_sdpa(t.q.view(), t.k.view(), t.v.view(), c.effective_scale(), &reference_out,
+                   nullptr, nullptr);
+    EXPECT_TRUE(matches_reference(t.out.to_dense(), reference_out, t.out.shape()))
+        << (on_device ? "device tensors" : "host tensors");
   }
 }
 

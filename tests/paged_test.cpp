@@ -374,6 +374,10 @@ TEST_F(PagedValidation, ShapesLayoutsAndOptions) {
   run_.options().mask.key_lengths = TensorView::contiguous(lengths.data(), DType::Int32, {2});
   expect_error(cache, "mask.key_lengths");
   run_.options().mask.key_lengths = {};
+  int stream = 0;
+  run_.options().gpu.cuda_stream = &stream;
+  expect_error(cache, "gpu.cuda_stream: set, but the call runs on the CPU backend");
+  run_.options().gpu.cuda_stream = nullptr;
   run_.options().backend = attention::Backend::OpenCL;
   expect_error(cache, "backend", attention::StatusCode::Unsupported);
 }

@@ -68,6 +68,10 @@ struct SdpaInputs {
   // so logsumexp, add the fp32 weights. Needs an even D and an even key_split; keys past Sk get
   // weight 0 against v read as zeros there.
   bool bf16_pairs = false;
+  // Row statistics (max, sum) over whole splits, keys outside the reduction's predicate selected
+  // out, so schedules can vectorize them along keys (unmasked decode; prefill vectorizes them
+  // across rows).
+  bool whole_key_stats = false;
 };
 
 // Every stage of the computation, named like the math, for the schedule to place.
@@ -109,6 +113,8 @@ struct SdpaFuncs {
   bool custom_logits = false;  // logits are more than the scores: worth computing once
   std::vector<Halide::Expr> logit_cases;  // SdpaInputs::logit_cases
   bool whole_splits = false;   // r_j has no predicate: every split reduces over key_split keys
+  Halide::RDom r_stats;        // keys of row_max and row_sum: r_j, or whole splits (whole_stats)
+  bool whole_stats = false;    // r_stats has no predicate
   bool dot_score = true;       // the score is q·k (schedules unroll its FMA chain for common D)
   bool bf16_pairs = false;     // SdpaInputs::bf16_pairs
   Halide::Expr has_bias;       // masked: whether logits use the bias terms (schedules specialize)
@@ -245,6 +251,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   Expr first_key = s * key_split;
   // The key each reduction step reads.
   Expr key;
+  Expr key_visible;  // r_j's predicate (undefined: none)
   VisitedKeys visited;
   if (!f.masked) {
     f.r_j = RDom(0, key_split, "r_j");
@@ -253,7 +260,10 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     // predicate, or, where logits can hide keys anyway, by a logit of -inf (below), which keeps
     // every reduction's extent a whole split, so reductions across keys vectorize.
     f.whole_splits = f.hides_keys;
-    if (!f.whole_splits) f.r_j.where(key < in.seq_k);
+    if (!f.whole_splits) {
+      key_visible = key < in.seq_k;
+      f.r_j.where(key_visible);
+    }
   } else {
     // Keys in whole blocks, and only blocks that meet the range visible to the row's group.
     const MaskInputs& m = *in.mask;
@@ -267,7 +277,8 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     lo = max(lo, first_key);
     hi = min(hi, first_key + key_split - 1);
     Expr raw = first_key + f.r_j;
-    f.r_j.where(range.any_row && raw >= lo && raw <= hi);
+    key_visible = range.any_row && raw >= lo && raw <= hi;
+    f.r_j.where(key_visible);
     // The clamp never changes a key the predicate lets through; it tells bounds inference (which
     // ignores predicates) that a tile's stages only need keys in its range, so the score and
     // weight tiles shrink with the mask instead of spanning Sk.
@@ -324,10 +335,26 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     f.values_finite = in.values_finite.defined() ? in.values_finite : Internal::const_true();
   }
 
-  // Per-row statistics of split s.
+  // Per-row statistics of split s (whole_key_stats: over r_stats, every key of the split, with
+  // r_j's predicate as a select).
+  f.r_stats = f.r_j;
+  f.whole_stats = f.whole_splits;
+  Expr stat_key = key, stat_visible = Internal::const_true();
+  // Unmasked only: with the mask's key range in the select, Halide 21 failed an internal check
+  // while adding the input checks (Simplify_Exprs.cpp:229).
+  if (in.whole_key_stats && !f.masked && key_visible.defined()) {
+    f.r_stats = RDom(0, f.r_j.x.extent(), "r_stats");
+    f.whole_stats = true;
+    stat_visible = substitute(f.r_j.x.name(), Expr(f.r_stats.x), key_visible);
+    stat_key = substitute(f.r_j.x.name(), Expr(f.r_stats.x), key);
+  }
+  auto visible_or = [&](const Expr& value, const Expr& hidden) {
+    return is_const_one(stat_visible) ? value : select(stat_visible, value, hidden);
+  };
   f.row_max = Func("row_max");
   f.row_max(s, i, h, b) = Float(32).min();
-  f.row_max(s, i, h, b) = max(f.row_max(s, i, h, b), f.logits(key, i, h, b));
+  f.row_max(s, i, h, b) =
+      max(f.row_max(s, i, h, b), visible_or(f.logits(stat_key, i, h, b), Float(32).min()));
   Expr row_max = f.row_max(s, i, h, b);
   Expr shift = f.hides_keys ? softmax_shift(row_max) : row_max;
 
@@ -343,8 +370,9 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
 
   f.row_sum = Func("row_sum");
   f.row_sum(s, i, h, b) = 0.0f;
-  f.row_sum(s, i, h, b) +=
-      in.bf16_pairs ? Expr(f.weights(key, s, i, h, b)[0]) : Expr(f.weights(key, s, i, h, b));
+  f.row_sum(s, i, h, b) += visible_or(in.bf16_pairs ? Expr(f.weights(stat_key, s, i, h, b)[0])
+                                                    : Expr(f.weights(stat_key, s, i, h, b)),
+                                      0.0f);
 
   f.weighted_sum = Func("weighted_sum");
   f.weighted_sum(c, s, i, h, b) = 0.0f;

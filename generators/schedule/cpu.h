@@ -31,20 +31,20 @@ inline CpuTiling cpu_tiling(const Halide::Target& target, bool wide_queries) {
 }
 
 // A row statistic's reduction across a split's keys (row_max, row_sum), a vector of keys at a
-// time. With whole splits (no predicate on the keys) each lane keeps its own partial result and
-// the lanes meet once at the end; otherwise each vector is reduced as it comes (in order: a chain
-// of scalar adds).
+// time. With whole splits (no predicate on the keys: SdpaFuncs::whole_stats) each lane keeps its
+// own partial result and the lanes meet once at the end; otherwise each vector is reduced as it
+// comes (in order: a chain of scalar adds).
 inline void reduce_key_vectors(SdpaFuncs& f, const CpuTiling& t, Halide::Func stat) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
   Var lane("lane");
   RVar key_outer("key_outer"), key_lane("key_lane");
   Stage update = stat.update();
-  if (!f.whole_splits) {
-    update.split(f.r_j, key_outer, key_lane, t.vector).atomic().vectorize(key_lane);
+  if (!f.whole_stats) {
+    update.split(f.r_stats, key_outer, key_lane, t.vector).atomic().vectorize(key_lane);
     return;
   }
-  Func lanes = update.split(f.r_j, key_outer, key_lane, t.vector).rfactor(key_lane, lane);
+  Func lanes = update.split(f.r_stats, key_outer, key_lane, t.vector).rfactor(key_lane, lane);
   lanes.compute_at(stat, x.i).vectorize(lane);
   lanes.update().reorder(lane, key_outer).vectorize(lane);
   stat.update().atomic().vectorize(key_lane);
@@ -267,6 +267,67 @@ inline void schedule_prefill_pair_stages(SdpaFuncs& f, const CpuTiling& t, Halid
   finish_prefill_splits(f, t, tile, at);
 }
 
+// GQA decode Q·Kᵀ (an item's query heads share one kv head; Var names unique in the pipeline:
+// reused names gave wrong results): the scores go a vector of keys at a
+// time, each key's dot product first as a vector of partial sums over d (its row of k read in
+// order, so the first head streams k from memory sequentially and the others find it in L1), then
+// one transposing reduction of the block's vectors into a vector of scores (a tree of two-source
+// permutes and adds, about 3 per key instead of a 15-step horizontal add per key and head).
+inline void schedule_grouped_scores(SdpaFuncs& f, const CpuTiling& t) {
+  using namespace Halide;
+  const AttentionVars& x = f.vars;
+  const Expr grouped = f.heads_per_kv > 1 && f.head_dim >= t.vector && f.head_dim % t.vector == 0;
+  Var key_block("group_key_block"), key_lane("group_key_lane"), part("group_part");
+  RVar d_outer("group_d_outer"), d_lane("group_d_lane");
+  Func parts = f.scores.update()
+                   .specialize(grouped)
+                   .split(f.r_d, d_outer, d_lane, t.vector)
+                   .rfactor(d_lane, part);
+  f.scores.update()
+      .specialize(grouped)
+      .split(x.j, key_block, key_lane, t.vector, TailStrategy::RoundUp)
+      .reorder(d_lane, key_lane, x.i, x.h, key_block)
+      .atomic()
+      .vectorize(d_lane)
+      .vectorize(key_lane);
+  // One row's block: vector × vector partial sums, in registers.
+  parts.compute_at(f.scores, x.i)
+      .reorder_storage(part, x.j, x.i, x.h, x.b)
+      .vectorize(part)
+      .unroll(x.j);
+  parts.update().reorder(part, d_outer, x.j).vectorize(part).unroll(x.j);
+}
+
+// GQA decode P·V: each head's accumulators for a block of value features stay in registers over a
+// chunk of keys (32: the chunk's rows of v stay in L1 for the group's other heads), then add into
+// the split's sums. Blocks of 8 vectors (the accumulators fill half the registers on AVX-512 and
+// NEON, all but a few on AVX2), or 4 where Dv is no multiple of 8.
+inline void schedule_grouped_weighted_sum(SdpaFuncs& f, const CpuTiling& t) {
+  using namespace Halide;
+  const AttentionVars& x = f.vars;
+  for (int vectors : {8, 4}) {
+    const int block = vectors * t.vector;
+    const Expr whole_blocks = f.value_dim % block == 0;
+    RVar chunk_r("group_chunk_r"), key_r("group_key_r");
+    Var chunk("group_key_chunk"), blk_c("group_blk_c"), lane_c("group_lane_c");
+    Func chunk_sum = f.weighted_sum.update()
+                         .specialize(whole_blocks)
+                         .split(f.r_j, chunk_r, key_r, 32)
+                         .rfactor(chunk_r, chunk);
+    f.weighted_sum.update()
+        .specialize(whole_blocks)
+        .split(x.c, blk_c, lane_c, block)
+        .reorder(lane_c, blk_c, x.i, x.h, chunk_r)
+        .vectorize(lane_c, t.vector)
+        .unroll(lane_c);
+    chunk_sum.compute_at(f.weighted_sum, blk_c)
+        .bound_extent(x.c, block)
+        .vectorize(x.c, t.vector)
+        .unroll(x.c);
+    chunk_sum.update().reorder(x.c, key_r).vectorize(x.c, t.vector).unroll(x.c);
+  }
+}
+
 // Decode (few queries), split-KV: one parallel work item per (key split, kv head, batch), so even
 // a single head with a long KV cache fills every core; each item streams its split of K and V once
 // for every query head that reads that kv head (GQA/MQA: the group's queries are a small matrix
@@ -277,7 +338,8 @@ inline void schedule_prefill_pair_stages(SdpaFuncs& f, const CpuTiling& t, Halid
 // sums, then one horizontal add), one key at a time so k streams in order; the softmax vectorizes
 // over keys; P·V adds each key's whole row of v into every row's accumulators (measured: blocks
 // of features that pass over the split once per block read v at ~11 GB/s from memory on one
-// core, whole rows at ~18).
+// core, whole rows at ~18). With GQA, Q·Kᵀ and P·V go by blocks of keys instead
+// (schedule_grouped_scores, schedule_grouped_weighted_sum).
 //
 // all_heads (a paged cache, [blocks, slots, kv heads, D]): one item per (key split, batch) with
 // every head inside the key loops, so each key position's rows of all kv heads, adjacent in
@@ -319,6 +381,7 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
   f.scores.compute_at(at).vectorize(x.j, t.vector);
   // D >= dot_lanes: the lanes' horizontal add has dot_lanes terms (constant, so vectorized).
   const Expr wide_keys = f.head_dim >= t.dot_lanes;
+  if (!all_heads) schedule_grouped_scores(f, t);
   Func lanes = f.scores.update()
                    .specialize(wide_keys)
                    .split(f.r_d, d_outer, d_lane, t.dot_lanes)
@@ -378,6 +441,7 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
         .reorder(x.c, x.i, key_in_block, x.h, key_block)
         .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
   } else {
+    schedule_grouped_weighted_sum(f, t);
     f.weighted_sum.update()
         .reorder(x.c, x.i, x.h, f.r_j)
         .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);

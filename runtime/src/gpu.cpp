@@ -108,6 +108,7 @@ const char* backend_name(Backend backend) {
 // The hooks installed before ours: an application's own Halide pipelines keep them.
 halide_cuda_acquire_context_t previous_acquire = nullptr;
 halide_cuda_release_context_t previous_release = nullptr;
+halide_cuda_get_stream_t previous_get_stream = nullptr;
 
 // Halide's CUDA runtime creates a context of its own by default; device pointers from the
 // application (PyTorch, cudaMalloc) live in the context current on the calling thread or in the
@@ -207,6 +208,26 @@ Status plan_gpu_chunks(const GpuTiling& t, int64_t B, int64_t H, int64_t Sq, int
   return Status::ok_status();
 }
 
+Status check_cuda_stream(const GpuOptions& gpu, const char* name, Run run) {
+  if (gpu.cuda_stream == nullptr || run == Run::CUDA) return Status::ok_status();
+  return Status::invalid(std::string(name) + ".cuda_stream: set, but the call runs on the " +
+                         (run == Run::OpenCL ? "OpenCL" : "CPU") +
+                         " backend (a CUDA stream orders Backend::CUDA calls only)");
+}
+
+int cuda_stream_of(void* user_context, void* context, void** stream) {
+  if (is_our_call(user_context)) {
+    *stream = static_cast<KernelCall*>(user_context)->cuda_stream;
+    return 0;
+  }
+#if ATTENTION_GPU
+  if (previous_get_stream != nullptr) return previous_get_stream(user_context, context, stream);
+#endif
+  (void)context;
+  *stream = nullptr;  // Halide's default: the default stream
+  return 0;
+}
+
 Status check_gpu_strides(const std::vector<NamedView>& tensors) {
   for (const NamedView& t : tensors) {
     if (!given(*t.view)) continue;
@@ -224,15 +245,17 @@ Status check_gpu_strides(const std::vector<NamedView>& tensors) {
 }
 
 #if ATTENTION_GPU
-GpuCall::GpuCall(Run run)
+GpuCall::GpuCall(Run run, void* cuda_stream)
     : interface_(run == Run::CUDA ? halide_cuda_device_interface()
                                   : halide_opencl_device_interface()) {
   configure_halide_runtime();
+  call_.cuda_stream = run == Run::CUDA ? cuda_stream : nullptr;
   if (run == Run::CUDA) {
     static std::once_flag once;
     std::call_once(once, [] {
       previous_acquire = halide_set_cuda_acquire_context(acquire_cuda_context);
       previous_release = halide_set_cuda_release_context(release_cuda_context);
+      previous_get_stream = halide_set_cuda_get_stream(cuda_stream_of);
     });
   }
 }
@@ -315,6 +338,12 @@ Status GpuCall::finish() {
   for (halide_buffer_t* buffer : host_outputs_) {
     if (const int code = halide_copy_to_host(&call_, buffer); code != 0) {
       return failure("copying an output back to the host", code);
+    }
+  }
+  // On a caller's stream the copies are queued (cuMemcpyDtoHAsync): wait for them.
+  if (call_.cuda_stream != nullptr && !host_outputs_.empty()) {
+    if (const int code = halide_device_sync(&call_, host_outputs_.front()); code != 0) {
+      return failure("waiting for the outputs' copies", code);
     }
   }
   if (!in_chunk_) return Status::ok_status();

@@ -23,6 +23,13 @@ inline Device device_of(Run run) { return run == Run::CUDA ? Device::CUDA : Devi
 // outputs, named): all on one device, a backend that reads that device, and available here.
 Status resolve_backend(Backend backend, const std::vector<NamedView>& tensors, Run* run);
 
+// gpu.cuda_stream (`name`: how the caller spells the options) is for CUDA calls only.
+Status check_cuda_stream(const GpuOptions& gpu, const char* name, Run run);
+
+// The CUstream Halide's CUDA runtime queues a call's work on: the KernelCall's for a call of this
+// library (our hook, installed with the context hooks), else what the previous hook says.
+int cuda_stream_of(void* user_context, void* context, void** stream);
+
 // Halide's device copies and wrapped device pointers need non-negative strides (its OpenCL and
 // CUDA runtimes abort otherwise): a GPU call with a reversed dimension is refused up front.
 Status check_gpu_strides(const std::vector<NamedView>& tensors);
@@ -33,7 +40,8 @@ Status check_gpu_strides(const std::vector<NamedView>& tensors);
 // wrapped is released.
 class GpuCall {
  public:
-  explicit GpuCall(Run run);
+  // cuda_stream: GpuOptions::cuda_stream (Run::CUDA only).
+  explicit GpuCall(Run run, void* cuda_stream = nullptr);
   ~GpuCall();
   GpuCall(const GpuCall&) = delete;
   GpuCall& operator=(const GpuCall&) = delete;

@@ -40,6 +40,7 @@ struct KernelCall {
 
   std::mutex mutex;  // parallel tasks of one call may fail at once
   std::string error;
+  void* cuda_stream = nullptr;  // GpuOptions::cuda_stream of a CUDA call
 };
 
 // True when `user_context` is a live KernelCall of this library.

@@ -257,7 +257,7 @@ Status run_mha_gpu(detail::Run run, const TensorView& x_q, const TensorView& x_k
       hb_k(bk), hb_v(bv), hb_o(bo);
   std::deque<detail::HalideView> chunk_views;
   std::deque<detail::MaskArgs> chunk_masks;
-  detail::GpuCall call(run);
+  detail::GpuCall call(run, options.gpu.cuda_stream);
   const std::pair<detail::HalideView*, const TensorView*> weights_in[] = {
       {&hw_q, &p.wq}, {&hw_k, &p.wk}, {&hw_v, &p.wv}, {&hw_o, &weights.out_proj_weight},
       {&hb_q, &bq},   {&hb_k, &bk},   {&hb_v, &bv},   {&hb_o, &bo}};
@@ -365,6 +365,7 @@ Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
       {&m.additive_mask, "mask.additive_mask"},
       {&options.attention_weights, "options.attention_weights"}};
   ATTENTION_RETURN_IF_ERROR(detail::resolve_backend(options.backend, tensors, &run));
+  ATTENTION_RETURN_IF_ERROR(detail::check_cuda_stream(options.gpu, "options.gpu", run));
   MhaShape s{};
   Projections p;
   ATTENTION_RETURN_IF_ERROR(

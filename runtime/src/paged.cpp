@@ -139,6 +139,7 @@ Status check_paged_options(const TensorView& q, const PagedKvCache& cache, const
                          "backend: paged_attention runs on the CPU only (GPU kernels for paged KV "
                          "caches are not built yet)");
   }
+  ATTENTION_RETURN_IF_ERROR(detail::check_cuda_stream(options.gpu, "gpu", detail::Run::CPU));
   if (m.causal == Causal::TopLeft) {
     return Status::invalid(
         "mask.causal: paged_attention aligns each sequence's queries with its last keys; use "

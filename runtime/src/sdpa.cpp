@@ -66,7 +66,7 @@ Status run_gpu(detail::Run run, const TensorView& q, const TensorView& k, const 
   // when a chunk fails).
   std::deque<detail::HalideView> chunk_views;
   std::deque<detail::MaskArgs> chunk_masks;
-  detail::GpuCall call(run);
+  detail::GpuCall call(run, options.gpu.cuda_stream);
   const bool lse_given = detail::given(lse);
   // `masked`: std::true_type for the masked kernels (their arguments differ).
   const auto run_chunks = [&](const auto& pair, auto masked) -> Status {
@@ -268,6 +268,7 @@ Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorVie
                                           {&m.bool_mask, "mask.bool_mask"},
                                           {&m.additive_mask, "mask.additive_mask"}};
   ATTENTION_RETURN_IF_ERROR(resolve_backend(options.backend, tensors, run));
+  ATTENTION_RETURN_IF_ERROR(check_cuda_stream(options.gpu, "gpu", *run));
   ATTENTION_RETURN_IF_ERROR(check_sdpa_args(q, k, v, out, options, device_of(*run)));
   if (*run == Run::CPU) return Status::ok_status();
   ATTENTION_RETURN_IF_ERROR(check_gpu_strides(tensors));

@@ -167,6 +167,11 @@ struct GpuOptions {
   // heads of one kv head; multi_head_attention: of every head of one batch) is an InvalidArgument
   // error naming gpu.workspace_limit and the least it needs.
   int64_t workspace_limit = 0;
+  // Backend::CUDA: the CUstream (as void*) the call's kernels and device copies are queued on,
+  // after the work the caller queued there before; nullptr: the default stream. Read device
+  // outputs in that stream's order (the call may return before its last kernel ends); outputs on
+  // the host are copied back before it returns. Other backends refuse it (InvalidArgument).
+  void* cuda_stream = nullptr;
 };
 inline constexpr int64_t kDefaultGpuWorkspaceLimit = int64_t{1} << 30;  // 1 GiB
 
