@@ -251,7 +251,8 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   Expr first_key = s * key_split;
   // The key each reduction step reads.
   Expr key;
-  Expr key_visible;  // r_j's predicate (undefined: none)
+  // r_j's predicate on a raw key first_key + r (empty: none).
+  std::function<Expr(const Expr&)> visible_at;
   VisitedKeys visited;
   if (!f.masked) {
     f.r_j = RDom(0, key_split, "r_j");
@@ -261,8 +262,8 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     // every reduction's extent a whole split, so reductions across keys vectorize.
     f.whole_splits = f.hides_keys;
     if (!f.whole_splits) {
-      key_visible = key < in.seq_k;
-      f.r_j.where(key_visible);
+      visible_at = [seq_k = in.seq_k](const Expr& raw) { return raw < seq_k; };
+      f.r_j.where(visible_at(key));
     }
   } else {
     // Keys in whole blocks, and only blocks that meet the range visible to the row's group.
@@ -277,8 +278,8 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     lo = max(lo, first_key);
     hi = min(hi, first_key + key_split - 1);
     Expr raw = first_key + f.r_j;
-    key_visible = range.any_row && raw >= lo && raw <= hi;
-    f.r_j.where(key_visible);
+    visible_at = [=](const Expr& r) { return range.any_row && r >= lo && r <= hi; };
+    f.r_j.where(visible_at(raw));
     // The clamp never changes a key the predicate lets through; it tells bounds inference (which
     // ignores predicates) that a tile's stages only need keys in its range, so the score and
     // weight tiles shrink with the mask instead of spanning Sk.
@@ -340,13 +341,15 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.r_stats = f.r_j;
   f.whole_stats = f.whole_splits;
   Expr stat_key = key, stat_visible = Internal::const_true();
-  // Unmasked only: with the mask's key range in the select, Halide 21 failed an internal check
-  // while adding the input checks (Simplify_Exprs.cpp:229).
-  if (in.whole_key_stats && !f.masked && key_visible.defined()) {
+  if (in.whole_key_stats && visible_at) {
     f.r_stats = RDom(0, f.r_j.x.extent(), "r_stats");
     f.whole_stats = true;
-    stat_visible = substitute(f.r_j.x.name(), Expr(f.r_stats.x), key_visible);
-    stat_key = substitute(f.r_j.x.name(), Expr(f.r_stats.x), key);
+    // The raw key, unclamped: the logits and weights are then computed for the whole split, not
+    // just the mask's range in it (reads there stay in bounds: the inputs are clamped). Clamped
+    // to the range as `key` is, Halide 21 failed an internal check adding the input checks
+    // (Simplify_Exprs.cpp:229).
+    stat_key = first_key + f.r_stats.x;
+    stat_visible = visible_at(stat_key);
   }
   auto visible_or = [&](const Expr& value, const Expr& hidden) {
     return is_const_one(stat_visible) ? value : select(stat_visible, value, hidden);
