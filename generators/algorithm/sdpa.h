@@ -69,8 +69,8 @@ struct SdpaInputs {
   // weight 0 against v read as zeros there.
   bool bf16_pairs = false;
   // Row statistics (max, sum) over whole splits, keys outside the reduction's predicate selected
-  // out, so schedules can vectorize them along keys (unmasked decode; prefill vectorizes them
-  // across rows).
+  // out, so schedules can vectorize them along keys (CPU decode; prefill vectorizes them across
+  // rows).
   bool whole_key_stats = false;
 };
 

@@ -267,12 +267,12 @@ inline void schedule_prefill_pair_stages(SdpaFuncs& f, const CpuTiling& t, Halid
   finish_prefill_splits(f, t, tile, at);
 }
 
-// GQA decode Q·Kᵀ (an item's query heads share one kv head; Var names unique in the pipeline:
-// reused names gave wrong results): the scores go a vector of keys at a
+// GQA decode Q·Kᵀ (an item's query heads share one kv head): the scores go a vector of keys at a
 // time, each key's dot product first as a vector of partial sums over d (its row of k read in
 // order, so the first head streams k from memory sequentially and the others find it in L1), then
 // one transposing reduction of the block's vectors into a vector of scores (a tree of two-source
-// permutes and adds, about 3 per key instead of a 15-step horizontal add per key and head).
+// permutes and adds, about 3 per key instead of a 15-step horizontal add per key and head). The
+// Var names are unique in the pipeline: reusing the decode schedule's gave wrong results.
 inline void schedule_grouped_scores(SdpaFuncs& f, const CpuTiling& t) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
@@ -424,14 +424,6 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
         .atomic()
         .vectorize(key_lane);
   }
-  // GQA: each key's row of v serves every head of the group (without: heads outside, ~10% faster,
-  // unless the item covers every head of a paged cache).
-  if (!all_heads) {
-    f.weighted_sum.update()
-        .specialize(f.heads_per_kv == 1)
-        .reorder(x.c, x.i, f.r_j)
-        .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
-  }
   if (all_heads) {
     // A paged cache with GQA: by groups too (8x32(8)x1x2048x128, block size 16: 1.5x the
     // contiguous call instead of 2.1x).
@@ -445,6 +437,12 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
         .reorder(x.c, x.i, key_in_block, x.h, key_block)
         .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
   } else {
+    // Without GQA: heads outside the keys (~10% faster); with GQA each key's row of v serves every
+    // head of the group.
+    f.weighted_sum.update()
+        .specialize(f.heads_per_kv == 1)
+        .reorder(x.c, x.i, f.r_j)
+        .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
     schedule_grouped_weighted_sum(f, t);
     f.weighted_sum.update()
         .reorder(x.c, x.i, x.h, f.r_j)
