@@ -65,5 +65,7 @@ void register_timed(const std::string& name, Fn fn, Arg arg) {
 void register_mha_benchmarks();
 // sdpa_bench's serving-path rows: packed variable-length batches and paged KV (serving_bench.cpp).
 void register_serving_benchmarks();
+// sdpa_bench's user-mod rows (mod_bench.cpp; x86 builds, where the example mods' kernels exist).
+void register_mod_benchmarks();
 
 }  // namespace bench

@@ -690,6 +690,9 @@ void register_benchmarks() {
       bench::register_timed("sdpa/autoscheduled/" + shape_name(c.shape), BM_Autoscheduled, c.shape);
   bench::register_mha_benchmarks();
   bench::register_serving_benchmarks();
+#if ATTENTION_BENCH_MODS
+  bench::register_mod_benchmarks();
+#endif
   for (int n : kSgemmSizes) bench::register_timed("sgemm/" + std::to_string(n), BM_SgemmProbe, n);
   bench::register_timed("fma_peak/" + std::to_string(kFmaProbeSteps), BM_FmaPeakProbe,
                         kFmaProbeSteps);

@@ -66,9 +66,10 @@ endif ()
 list(TRANSFORM runtime_targets APPEND "${ATTENTION_TARGET_SUFFIX}")
 add_halide_runtime(attention_halide_runtime TARGETS ${runtime_targets})
 
-# attention_halide_library(<name> GENERATOR <g> [PARAMS ...] [TARGETS ...] [ASSEMBLY <var>]): the
-# library alone, not linked into the runtime (test-only kernels and the benchmark's FMA probe use
-# this directly).
+# attention_halide_library(<name> GENERATOR <g> [PARAMS ...] [TARGETS ...] [ASSEMBLY <var>]
+#                          [FROM <generator executable>]): the library alone, not linked into the
+# runtime (test-only kernels and the benchmark's FMA probe use this directly). FROM: default
+# attention_generators.
 # Halide's autoscheduler plugins ship in the wheel beside libHalide, but its CMake package names no
 # targets for them: imported here as Halide::<name> for add_halide_library's AUTOSCHEDULER.
 get_target_property(halide_library Halide::Halide LOCATION)
@@ -114,10 +115,13 @@ endfunction()
 add_custom_target(attention_kernel_list)
 
 function(attention_halide_library NAME)
-  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "GENERATOR;ASSEMBLY;AUTOSCHEDULER;NAMESPACE"
+  cmake_parse_arguments(PARSE_ARGV 1 ARG "" "GENERATOR;ASSEMBLY;AUTOSCHEDULER;NAMESPACE;FROM"
                         "PARAMS;TARGETS")
   if (NOT ARG_GENERATOR)
     message(FATAL_ERROR "attention_halide_library(${NAME}): GENERATOR is required")
+  endif ()
+  if (NOT ARG_FROM)
+    set(ARG_FROM attention_generators)
   endif ()
   if (NOT ARG_TARGETS)
     set(ARG_TARGETS ${ATTENTION_TARGETS})
@@ -143,7 +147,7 @@ function(attention_halide_library NAME)
     set(function_name ${ARG_NAMESPACE}::${NAME})
     list(APPEND features c_plus_plus_name_mangling)
   endif ()
-  add_halide_library(${NAME} FROM attention_generators
+  add_halide_library(${NAME} FROM ${ARG_FROM}
                      GENERATOR ${ARG_GENERATOR}
                      FUNCTION_NAME ${function_name}
                      PARAMS ${ARG_PARAMS}

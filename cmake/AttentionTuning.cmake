@@ -10,7 +10,8 @@
 # What the SDPA kernels are generated from, relative to the source root.
 set(ATTENTION_TUNING_SOURCE_GLOBS
     generators/algorithm/*.h generators/schedule/*.h generators/contract/*.h
-    generators/generator_inputs.h generators/sdpa_generator.cpp)
+    generators/include/attention/generator/*.h generators/generator_inputs.h
+    generators/sdpa_generator.cpp)
 
 # SHA-256 over "<sha256>  <path>" lines of those files, sorted by path.
 function(attention_tuning_source_hash OUT SOURCE_DIR)

@@ -6,6 +6,7 @@
 // dispatches between the two by Sq.
 #include "Halide.h"
 #include "algorithm/sdpa.h"
+#include "attention/generator/mod.h"
 #include "generator_inputs.h"
 #include "schedule/sdpa_schedule.h"
 
@@ -307,6 +308,197 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
   GeneratorOutput<Buffer<float, 4>>* weights_ = nullptr;
 };
 
+// SDPA with a user mod (attention/generator/mod.h) linked into this generator executable, named by
+// GeneratorParam mod: score_mod and mask_mod spliced into the masked algorithm, whose masks are
+// otherwise neutral (a mod says everything it masks). CPU targets. Inputs: q, k, v, scale, the
+// mod's tensors (declaration order), its scalars, [key_ranges,] values_finite, key_split.
+//
+// Block skipping (a mod with a mask_mod): output=key_ranges makes the kernel that scans mask_mod
+// over every (query, key) pair once per call, writing key_ranges (e, g, h, b): the first (e = 0)
+// and last (e = 1) key that a row of query group g (the prefill tile) sees. The prefill attention
+// kernel takes it as an input and computes only the key splits inside each tile's range: a value
+// read from an input, unlike one computed in the same pipeline, can bound the loop over splits.
+// The decode kernel (one query group) scans in place and skips the splits outside the range in
+// its combine.
+class ModSdpaGenerator : public SdpaGeneratorBase<ModSdpaGenerator> {
+ public:
+  enum class Produces { Attention, KeyRanges };
+  GeneratorParam<std::string> mod{"mod", ""};
+  GeneratorParam<Produces> output{
+      "output",
+      Produces::Attention,
+      {{"attention", Produces::Attention}, {"key_ranges", Produces::KeyRanges}}};
+
+  void configure() {
+    add_operands();
+    add_mod_inputs();
+    const bool ranges = output == Produces::KeyRanges;
+    _halide_user_assert(!ranges || (prefill() && mod_->mask_mod))
+        << "mod=" << mod_->name << " output=key_ranges: query_tiling=prefill, mods with a "
+        << "mask_mod only\n";
+    if (!ranges && prefill() && mod_->mask_mod) {
+      key_ranges_in_ = add_input<Buffer<int32_t, 4>>("key_ranges");  // (e, g, h, b)
+    }
+    values_finite_ = add_input<bool>("values_finite");
+    add_key_split();
+    if (ranges) {
+      key_ranges_out_ = add_output<Buffer<int32_t, 4>>("key_ranges");
+    } else {
+      out_ = add_output<Buffer<float, 4>>("out");              // (c, i, h, b)
+      logsumexp_ = add_output<Buffer<float, 3>>("logsumexp");  // (i, h, b)
+    }
+  }
+
+  void generate() {
+    mask_ = neutral_masks();
+    apply_mod();
+    if (key_ranges_out_ != nullptr) {
+      // The prefill tiling's query groups (the attention kernel's tiles).
+      plan_ = sdpa_plan(get_target(), tiling_target(), true, tiling);
+      set_mask_blocks(mask_, plan_);
+      mod_key_scan(mask_, funcs_, k_->dim(1).extent());
+      const AttentionVars& x = funcs_.vars;
+      Var e("e");
+      (*key_ranges_out_)(e, x.g, x.h, x.b) =
+          select(e == 0, mask_.mod_keys(x.g, x.h, x.b)[0], mask_.mod_keys(x.g, x.h, x.b)[1]);
+      key_ranges_out_->dim(0).set_bounds(0, 2);
+      return;
+    }
+    if (key_ranges_in_ != nullptr) {
+      const AttentionVars& x = funcs_.vars;
+      const Func ranges = *key_ranges_in_;
+      mask_.mod_keys = Func("mod_keys");
+      mask_.mod_keys(x.g, x.h, x.b) = Tuple(ranges(0, x.g, x.h, x.b), ranges(1, x.g, x.h, x.b));
+      key_ranges_in_->dim(0).set_bounds(0, 2);
+    }
+    // Decode's rows (Sq <= 2) are one query group: mask_mod's range is then one value per head
+    // and batch (MaskInputs::single_group).
+    mask_.single_group = !prefill();
+    // Decode's P·V already runs at memory speed: always take the NaN-safe form there.
+    build(*out_, *logsumexp_, &mask_, prefill() ? Expr(*values_finite_) : Expr(false));
+    if (!prefill()) {
+      add_requirement(q_->dim(1).extent() <= mask_.query_group, "mod_sdpa decode: at most",
+                      mask_.query_group, "queries, got", q_->dim(1).extent());
+    }
+  }
+
+  void schedule() {
+    if (key_ranges_out_ == nullptr) return schedule_attention();
+    const AttentionVars& x = funcs_.vars;
+    key_ranges_out_->compute_root().parallel(x.b);
+    schedule_mod_key_scan(funcs_, plan_.cpu);
+  }
+
+ private:
+  // Masks that hide nothing: every key in [0, Sk) of every row in [0, Sq).
+  MaskInputs neutral_masks() {
+    const Expr seq_q = q_->dim(1).extent(), seq_k = k_->dim(1).extent();
+    Var b;
+    MaskInputs m;
+    m.diag_offset = 0;
+    m.band_back = seq_q;
+    m.band_forward = seq_k;
+    m.key_length(b) = seq_k;
+    m.query_length(b) = seq_q;
+    m.has_bias = Internal::const_false();
+    Var j, i, h;
+    m.allowed(j, i, h, b) = cast<uint8_t>(1);
+    m.additive(j, i, h, b) = 0.0f;
+    m.alibi_slope(h) = 0.0f;
+    m.softcap = 0.0f;
+    return m;
+  }
+
+  // The mod's tensors (in declaration order, each with its row-major shape checked against the
+  // call's at entry) and scalars.
+  void add_mod_inputs() {
+    const std::string name = mod;
+    mod_ = attention::mod::find_mod(name);
+    std::string known;
+    for (const attention::mod::ModDefinition& m : attention::mod::registered_mods()) {
+      known += (known.empty() ? "" : ", ") + m.name;
+    }
+    _halide_user_assert(mod_ != nullptr) << "mod=" << (name.empty() ? "(empty)" : name) << ": no such mod in this generator ("
+                                         << (known.empty() ? "none" : known) << ")\n";
+    _halide_user_assert(!gpu()) << "mod=" << name << ": CPU targets only\n";
+    for (const attention::mod::TensorSpec& t : mod_->tensors) {
+      mod_tensors_.push_back(add_input<Buffer<>>(t.name, t.type, static_cast<int>(t.dims.size())));
+    }
+    for (const attention::mod::ScalarSpec& t : mod_->scalars) {
+      mod_scalars_.push_back(add_input<Expr>(t.name, t.type));
+    }
+  }
+
+  // The mod's functions as mask pieces over its inputs (reads clamped into each tensor).
+  void apply_mod() {
+    using attention::mod::Extent;
+    const Expr batch = q_->dim(3).extent(), heads = q_->dim(2).extent();
+    const Expr seq_q = q_->dim(1).extent(), seq_k = k_->dim(1).extent();
+    attention::mod::ModInputs inputs;
+    inputs.set_lengths(seq_q, seq_k);
+    for (size_t t = 0; t < mod_tensors_.size(); ++t) {
+      const attention::mod::TensorSpec& spec = mod_->tensors[t];
+      GeneratorInput<Buffer<>>& input = *mod_tensors_[t];
+      const int rank = static_cast<int>(spec.dims.size());
+      std::string shape;
+      for (int d = 0; d < rank; ++d) {
+        const Extent e = spec.dims[d];
+        shape += std::string(d ? ", " : "") + (e == Extent::Batch     ? "B"
+                                               : e == Extent::Heads   ? "H"
+                                               : e == Extent::Queries ? "Sq"
+                                               : e == Extent::Keys    ? "Sk"
+                                                                      : "any");
+      }
+      for (int d = 0; d < rank; ++d) {
+        // Row-major dim d is Halide dim rank - 1 - d.
+        const Expr extent = input.dim(rank - 1 - d).extent();
+        const Extent e = spec.dims[d];
+        const Expr expected = e == Extent::Batch     ? batch
+                              : e == Extent::Heads   ? heads
+                              : e == Extent::Queries ? seq_q
+                              : e == Extent::Keys    ? seq_k
+                                                     : Expr();
+        // Halide prints the message's parts with spaces between them.
+        const std::string what =
+            spec.name + ": expected shape [" + shape + "], dim " + std::to_string(d) + " is";
+        if (expected.defined()) {
+          add_requirement(extent == expected, what, extent, "instead of", expected);
+        } else {
+          add_requirement(extent >= 1, what, "empty");
+        }
+      }
+      inputs.add_tensor(spec.name, attention::mod::ModInputs::Tensor(
+                                       BoundaryConditions::repeat_edge(input), rank));
+    }
+    for (size_t t = 0; t < mod_scalars_.size(); ++t) {
+      inputs.add_scalar(mod_->scalars[t].name, *mod_scalars_[t]);
+    }
+    if (mod_->score_mod) {
+      mask_.score_mod = [f = mod_->score_mod, inputs](const Expr& score, const Expr& i,
+                                                       const Expr& j, const Expr& h,
+                                                       const Expr& b) {
+        return cast<float>(f(score, b, h, i, j, inputs));
+      };
+    }
+    if (mod_->mask_mod) {
+      mask_.mask_mod = [f = mod_->mask_mod, inputs](const Expr& i, const Expr& j, const Expr& h,
+                                                     const Expr& b) {
+        return cast<bool>(f(b, h, i, j, inputs));
+      };
+    }
+  }
+
+  MaskInputs mask_;
+  const attention::mod::ModDefinition* mod_ = nullptr;
+  std::vector<GeneratorInput<Buffer<>>*> mod_tensors_;
+  std::vector<GeneratorInput<Expr>*> mod_scalars_;
+  GeneratorInput<Buffer<int32_t, 4>>* key_ranges_in_ = nullptr;
+  GeneratorInput<bool>* values_finite_ = nullptr;
+  GeneratorOutput<Buffer<float, 4>>* out_ = nullptr;
+  GeneratorOutput<Buffer<float, 3>>* logsumexp_ = nullptr;
+  GeneratorOutput<Buffer<int32_t, 4>>* key_ranges_out_ = nullptr;
+};
+
 // Decode (and chunked prefill) over a paged KV cache, vLLM's PagedAttention layout: k and v are
 // pools of blocks of 2^block_shift key positions, (d, kv_head, slot, block) (any strides but the
 // features', so [num_blocks, block_size, Hkv, D] and [num_blocks, Hkv, block_size, D] both pass),
@@ -431,3 +623,4 @@ HALIDE_REGISTER_GENERATOR(SdpaGenerator, sdpa)
 HALIDE_REGISTER_GENERATOR(MaskedSdpaGenerator, masked_sdpa)
 HALIDE_REGISTER_GENERATOR(KernelRegressionGenerator, kernel_regression)
 HALIDE_REGISTER_GENERATOR(PagedSdpaGenerator, paged_sdpa)
+HALIDE_REGISTER_GENERATOR(ModSdpaGenerator, mod_sdpa)

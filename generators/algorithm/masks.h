@@ -7,6 +7,8 @@
 // what lets a kernel bound its key loop per block of queries instead of testing every key.
 #pragma once
 
+#include <functional>
+
 #include "Halide.h"
 #include "algorithm/softmax_math.h"
 
@@ -28,6 +30,24 @@ struct MaskInputs {
   Halide::Func additive;     // (j, i, h, b) float added to the score; -inf also hides the key
   Halide::Func alibi_slope;  // (h): score -= slope * |j - diag(i)|
   Halide::Expr softcap;      // > 0: score = softcap * tanh(score / softcap), before the biases
+  // A user mod (attention/generator/mod.h), absent when null. score_mod maps the scaled score
+  // before everything above; mask_mod hides the keys where it is false, beside the masks above.
+  // Arguments: (score,) query i, key j, head h, batch b.
+  std::function<Halide::Expr(const Halide::Expr&, const Halide::Expr&, const Halide::Expr&,
+                             const Halide::Expr&, const Halide::Expr&)>
+      score_mod;
+  std::function<Halide::Expr(const Halide::Expr&, const Halide::Expr&, const Halide::Expr&,
+                             const Halide::Expr&)>
+      mask_mod;
+  // With mask_mod: mod_keys (g, h, b) = Tuple(first, last), the first and last key that a row of
+  // query group g (rows [g · query_group, (g + 1) · query_group)) may see through mask_mod, from a
+  // scan of every row and key (algorithm/sdpa.h: mod_key_scan); first > last when none. Kernels
+  // skip the key splits outside it (a value loaded per group: as a per-key loop bound it would
+  // stay a test inside the loops).
+  Halide::Func mod_keys;
+  // Every row is in query group 0 (a kernel that runs for Sq <= query_group only, decode): the
+  // group's range is then one value per (head, batch), which bounds inference can use.
+  bool single_group = false;
   // Reductions for query i run over the keys visible to any row of its group of query_group
   // consecutive rows, in whole blocks of key_block keys. The extra keys are masked to -inf, so
   // results do not depend on these; schedules set them to their tile sizes, which makes the key

@@ -25,6 +25,8 @@ struct AttentionVars {
   Halide::Var b{"b"};  // batch (0..B)
   Halide::Var s{"s"};  // key split
   Halide::Var p{"p"};  // bf16_pairs: the feature (Q·Kᵀ) or key (P·V) within a pair
+  Halide::Var g{"mod_group"};  // mask_mod's scan and split gathering: the query group
+  Halide::Var group_row{"group_row"};  // split gathering: the row within its query group
 };
 
 // The inputs of one SDPA instance. Extents are Exprs so the same math serves any shape.
@@ -119,6 +121,16 @@ struct SdpaFuncs {
   bool bf16_pairs = false;     // SdpaInputs::bf16_pairs
   Halide::Expr has_bias;       // masked: whether logits use the bias terms (schedules specialize)
   Halide::Expr values_finite;  // hides_keys: whether P·V may skip its NaN-safe form (same)
+  // mask_mod's scan (mod_key_scan), undefined without one: mod_key_seen (j, g, h, b) whether a
+  // row of query group g sees key j, mod_key_range (g, h, b) the first and last such key.
+  Halide::Func mod_key_seen, mod_key_range;
+  Halide::RDom r_mod_rows;  // mod_key_seen's rows of the group
+  // With mask_mod (prefill): split_gathered (c, s, group_row, g, h, b), the split results of
+  // query group g, copied in split by split over r_visited (the splits that meet the group's keys)
+  // and (0, -inf) elsewhere: a schedule that computes split_result inside r_visited computes no
+  // other split (bounds inference cannot narrow a split range that comes from the scan's values).
+  Halide::Func split_gathered;
+  Halide::RDom r_visited;
 };
 
 // Exact float tests done on the bits. Halide compiles float compares with LLVM's no-NaN flag, so a
@@ -133,15 +145,17 @@ inline Halide::Expr is_minus_infinity(const Halide::Expr& x) {
 }
 
 // The scores after the masks and biases of `m` (see algorithm/masks.h for each piece).
-inline Halide::Expr masked_logits(const MaskInputs& m, const Halide::Expr& score,
+inline Halide::Expr masked_logits(const MaskInputs& m, Halide::Expr score,
                                   const AttentionVars& x) {
   using namespace Halide;
+  if (m.score_mod) score = m.score_mod(score, x.i, x.j, x.h, x.b);
   Expr capped = select(m.softcap > 0.0f, apply_softcap(score, m.softcap), score);
   Expr additive = m.additive(x.j, x.i, x.h, x.b);
   Expr biased = capped + alibi_bias(m, x.i, x.j, x.h) + additive;
   Expr tensors_allow = m.allowed(x.j, x.i, x.h, x.b) != 0 && !is_minus_infinity(additive);
   Expr visible = band_visible(m, x.i, x.j) && lengths_visible(m, x.i, x.j, x.b) &&
                  (!m.has_bias || tensors_allow);
+  if (m.mask_mod) visible = visible && m.mask_mod(x.i, x.j, x.h, x.b);
   return select(visible, select(m.has_bias, biased, score), Float(32).min());
 }
 
@@ -180,8 +194,12 @@ struct VisitedKeys {
 // lse = m + log(sum_s w_s). A split without visible keys has lse_s = -inf, so w_s = 0; masked, the
 // combine visits only the splits that meet `visited` (block skipping at split granularity), so
 // no split outside them is ever computed.
+// group_visited (may be null): the keys of query group g (rows [g · group, (g + 1) · group)), to
+// gather the splits that meet them (SdpaFuncs::split_gathered).
 inline void combine_splits(SdpaFuncs& f, const Halide::Expr& key_split,
-                           const Halide::Expr& num_splits, const VisitedKeys& visited) {
+                           const Halide::Expr& num_splits, const VisitedKeys& visited,
+                           const std::function<VisitedKeys(const Halide::Expr&)>& group_visited = {},
+                           int group = 1) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
   Var c = x.c, s = x.s, i = x.i, h = x.h, b = x.b;
@@ -189,7 +207,22 @@ inline void combine_splits(SdpaFuncs& f, const Halide::Expr& key_split,
   // (out, lse) at every feature, the lse repeated so the pair needs no clamp or select per feature.
   f.split_result = Func("split_result");
   f.split_result(c, s, i, h, b) = Tuple(f.split_out(c, s, i, h, b), f.split_lse(s, i, h, b));
-  auto split_lse = [&](const Expr& split) { return f.split_result(0, split, i, h, b)[1]; };
+  Func results = f.split_result;
+  if (group_visited) {
+    Var g = x.g, row = x.group_row;
+    const VisitedKeys keys = group_visited(g);
+    f.split_gathered = Func("split_gathered");
+    f.split_gathered(c, s, row, g, h, b) = Tuple(0.0f, Float(32).min());
+    // Hoisted to the split loop when the range is read from an input (a call to a Func in the
+    // same pipeline keeps a predicate inside the copy's loops, under the split it guards).
+    f.r_visited = RDom(0, num_splits, "r_visited");
+    const RDom& r = f.r_visited;
+    f.r_visited.where(keys.any_row && r >= keys.first / key_split && r <= keys.last / key_split);
+    f.split_gathered(c, r, row, g, h, b) = f.split_result(c, r, g * group + row, h, b);
+    results = Func("split_results_gathered");
+    results(c, s, i, h, b) = f.split_gathered(c, s, i % group, i / group, h, b);
+  }
+  auto split_lse = [&](const Expr& split) { return results(0, split, i, h, b)[1]; };
   f.r_s = RDom(0, num_splits, "r_s");
   const RDom& r_s = f.r_s;
   Expr split = r_s;
@@ -213,13 +246,40 @@ inline void combine_splits(SdpaFuncs& f, const Halide::Expr& key_split,
   f.weight_total(i, h, b) += f.split_weight(split, i, h, b);
   f.out_total = Func("out_total");
   f.out_total(c, i, h, b) = 0.0f;
-  f.out_total(c, i, h, b) += f.split_weight(split, i, h, b) * f.split_result(c, split, i, h, b)[0];
+  f.out_total(c, i, h, b) += f.split_weight(split, i, h, b) * results(c, split, i, h, b)[0];
 
   Expr total = f.weight_total(i, h, b);
   f.out = Func("out");
   f.out(c, i, h, b) = normalized_output(f.out_total(c, i, h, b), total, f.hides_keys);
   f.logsumexp = Func("logsumexp");
   f.logsumexp(i, h, b) = row_logsumexp(shift, total, f.hides_keys);
+}
+
+// mask_mod's key range per query group (MaskInputs::mod_keys): whether any row of the group sees
+// each key (vectorizable along keys), then the first and last key seen. Computed per head only
+// when mask_mod reads the head; otherwise once per batch for every head.
+inline void mod_key_scan(MaskInputs& m, SdpaFuncs& f, const Halide::Expr& seq_k) {
+  using namespace Halide;
+  const AttentionVars& x = f.vars;
+  Var j = x.j, h = x.h, b = x.b, g = x.g;
+  const int group = m.query_group;
+  f.r_mod_rows = RDom(0, group, "mod_row");
+  const RDom& r_row = f.r_mod_rows;
+  Expr row = g * group + r_row;
+  f.r_mod_rows.where(row < m.query_length(b));
+  Expr sees = m.mask_mod(row, j, h, b);
+  f.mod_key_seen = Func("mod_key_seen");
+  f.mod_key_seen(j, g, h, b) = cast<bool>(false);
+  f.mod_key_seen(j, g, h, b) = f.mod_key_seen(j, g, h, b) || sees;
+  RDom r_key(0, seq_k, "mod_key");
+  Expr seen = f.mod_key_seen(r_key, g, h, b);
+  f.mod_key_range = Func("mod_key_range");
+  f.mod_key_range(g, h, b) = Tuple(seq_k, -1);
+  f.mod_key_range(g, h, b) = Tuple(min(f.mod_key_range(g, h, b)[0], select(seen, r_key, seq_k)),
+                                   max(f.mod_key_range(g, h, b)[1], select(seen, r_key, -1)));
+  const bool per_head = Internal::expr_uses_var(sees, h.name());
+  m.mod_keys = Func("mod_keys");
+  m.mod_keys(g, h, b) = f.mod_key_range(g, per_head ? Expr(h) : Expr(0), b);
 }
 
 inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
@@ -244,6 +304,8 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.logit_cases = in.logit_cases;
   f.dot_score = !in.score_term;
   f.r_d = RDom(0, in.head_dim, "r_d");
+  // The masks, with mask_mod's scan added (mod_key_scan).
+  MaskInputs mask = f.masked ? *in.mask : MaskInputs{};
   // The keys one reduction covers: split s's. At least 1: a divisor bounds inference knows is
   // positive keeps split indices derived from key ranges tight (with an unknown sign it gives up
   // and assumes every split).
@@ -254,6 +316,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   // r_j's predicate on a raw key first_key + r (empty: none).
   std::function<Expr(const Expr&)> visible_at;
   VisitedKeys visited;
+  std::function<VisitedKeys(const Expr&)> group_visited;
   if (!f.masked) {
     f.r_j = RDom(0, key_split, "r_j");
     key = first_key + f.r_j;
@@ -267,14 +330,30 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     }
   } else {
     // Keys in whole blocks, and only blocks that meet the range visible to the row's group.
-    const MaskInputs& m = *in.mask;
-    const int kb = m.key_block, group = m.query_group;
+    const int kb = mask.key_block, group = mask.query_group;
+    // mask_mod's ranges: scanned here, unless given (MaskInputs::mod_keys).
+    if (mask.mask_mod && !mask.mod_keys.defined()) mod_key_scan(mask, f, in.seq_k);
     f.r_j = RDom(0, (key_split + kb - 1) / kb * kb, "r_j");
     Expr first_row = i / group * group;
-    KeyRange range = visible_keys(m, first_row, first_row + group - 1, b, in.seq_k);
+    KeyRange range = visible_keys(mask, first_row, first_row + group - 1, b, in.seq_k);
     Expr lo = max(range.begin, 0) / kb * kb;
     Expr hi = (range.end + kb - 1) / kb * kb - 1;
-    visited = {range.any_row, lo, hi};
+    // The keys query group g visits: the masks' range, narrowed by mask_mod's (scanned) range.
+    // mask_mod's range skips whole splits; the keys of a visited split outside it are hidden by
+    // the logits. Clamped (no-ops on the scan's results) so bounds inference has a range.
+    const auto keys_of_group = [&, kb, group](const Expr& g) {
+      const Expr first = g * group;
+      const KeyRange r = visible_keys(mask, first, first + group - 1, b, in.seq_k);
+      VisitedKeys v{r.any_row, max(r.begin, 0) / kb * kb, (r.end + kb - 1) / kb * kb - 1};
+      if (mask.mod_keys.defined()) {
+        v.first = max(v.first, clamp(mask.mod_keys(g, h, b)[0], 0, in.seq_k));
+        v.last = min(v.last, clamp(mask.mod_keys(g, h, b)[1], -1, in.seq_k - 1));
+      }
+      return v;
+    };
+    visited = mask.mod_keys.defined() ? keys_of_group(mask.single_group ? Expr(0) : i / group)
+                                      : VisitedKeys{range.any_row, lo, hi};
+    if (mask.mod_keys.defined() && !mask.single_group) group_visited = keys_of_group;
     lo = max(lo, first_key);
     hi = min(hi, first_key + key_split - 1);
     Expr raw = first_key + f.r_j;
@@ -324,7 +403,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   if (in.logit_of_score) score = in.logit_of_score(score);
   f.logits = Func("logits");
   if (f.masked) {
-    score = masked_logits(*in.mask, score, x);
+    score = masked_logits(mask, score, x);
   } else if (f.hides_keys) {
     score = select(j < in.seq_k, score, Float(32).min());
   }
@@ -404,7 +483,8 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.split_lse = Func("split_lse");
   f.split_lse(s, i, h, b) = row_logsumexp(row_max, row_sum, f.hides_keys);
 
-  combine_splits(f, key_split, (in.seq_k + key_split - 1) / key_split, visited);
+  combine_splits(f, key_split, (in.seq_k + key_split - 1) / key_split, visited, group_visited,
+                 f.masked ? in.mask->query_group : 1);
   return f;
 }
 

@@ -125,7 +125,16 @@ inline Halide::LoopLevel schedule_prefill_splits(SdpaFuncs& f, const CpuTiling& 
                                                  Halide::Var tile) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
-  f.split_result.compute_at(f.out, tile)
+  LoopLevel split_level(f.out, tile);
+  if (f.split_gathered.defined()) {
+    // mask_mod: the tile's splits one visited split at a time (SdpaFuncs::split_gathered).
+    f.split_gathered.compute_at(f.out, tile).vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+    f.split_gathered.update()
+        .reorder(x.c, x.group_row, f.r_visited, x.g)
+        .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+    split_level = LoopLevel(f.split_gathered, f.r_visited.x);
+  }
+  f.split_result.compute_at(split_level)
       .reorder(x.c, x.i, x.s, x.h, x.b)
       .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
   const LoopLevel at(f.split_result, x.s);
@@ -452,6 +461,17 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
   schedule_split_combine(f, t, tile);
 }
 
+// mask_mod's key ranges (mod_key_scan), if any: one parallel pass before the tiles, each group's
+// keys a vector at a time (the rows of the group inside, so each key vector is stored once).
+inline void schedule_mod_key_scan(SdpaFuncs& f, const CpuTiling& t) {
+  if (!f.mod_key_range.defined()) return;
+  const AttentionVars& x = f.vars;
+  f.mod_key_range.compute_root().parallel(x.b).parallel(x.g);
+  f.mod_key_range.update().parallel(x.b).parallel(x.g);
+  f.mod_key_seen.compute_at(f.mod_key_range, x.g).vectorize(x.j, t.vector);
+  f.mod_key_seen.update().reorder(x.j, f.r_mod_rows).vectorize(x.j, t.vector);
+}
+
 // Schedules out and logsumexp (both pipeline outputs) and every stage they consume, with tiling
 // `t` (prefill's when wide_queries, else decode's).
 inline void schedule_sdpa_cpu(SdpaFuncs& f, const CpuTiling& t, bool wide_queries,
@@ -474,6 +494,8 @@ inline void schedule_sdpa_cpu(SdpaFuncs& f, const CpuTiling& t, bool wide_querie
   f.out.vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
   tile_loops(f.logsumexp);
   f.logsumexp.compute_with(f.out, tile);
+
+  schedule_mod_key_scan(f, t);
 
   if (f.bf16_pairs) {
     schedule_prefill_pair_stages(f, t, tile);

@@ -1,0 +1,165 @@
+// User mods (attention/generator/mod.h) in sdpa_bench's run, each beside the call a user makes
+// without the mod kernel (x86 builds, where the example mods' kernels are built; they are AVX2
+// test variants, so on an AVX-512 machine the built-in peers run a wider ISA):
+//   - mods/document_mask: 8 documents of random lengths packed into 4096 tokens, through the
+//     document_mask mod (block skipping from its scan), against mods/dense_bool_mask: the same
+//     call with the equivalent Bool [1, 1, S, S] mask (every key block computed);
+//   - mods/causal_mod: the causal mod against mods/causal_builtin: Causal::BottomRight.
+// GFLOP/s counts the visible pairs (4·D each) for both rows of a pair, so their ratio is the
+// time ratio. Every output is checked once against its peer's before timing.
+// ATTENTION_BENCH_ISA=avx2 (sdpa_bench's variant cap) runs the built-in peers at the mod kernels'
+// ISA: a same-ISA comparison on an AVX-512 machine.
+#include <attention/attention.h>
+#include <attention/mod_attention.h>
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench_common.h"
+#include "mod_causal_prefill.h"
+#include "mod_causal_ranges.h"
+#include "mod_document_mask_prefill.h"
+#include "mod_document_mask_ranges.h"
+
+namespace {
+
+[[noreturn]] void fail(const std::string& message) { bench::fail("sdpa_bench", message); }
+
+constexpr int64_t kB = 1, kH = 8, kS = 4096, kD = 64;
+constexpr int64_t kCausalS = 2048;
+
+enum class ModRun { kDocumentMod, kDenseBoolMask, kCausalMod, kCausalBuiltin };
+
+struct ModProblem {
+  int64_t S;
+  std::vector<float> q, k, v, out, peer_out;
+  std::vector<int32_t> ids;    // document ids [1, S]
+  std::vector<uint8_t> dense;  // the same as a Bool [1, 1, S, S] mask
+  double flops = 0;            // visible pairs, 4·D each
+};
+
+ModProblem make_problem(bool documents) {
+  ModProblem p;
+  p.S = documents ? kS : kCausalS;
+  const int64_t n = kB * kH * p.S * kD;
+  std::mt19937 rng(22);
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (auto* t : {&p.q, &p.k, &p.v}) {
+    t->resize(n);
+    for (float& x : *t) x = value(rng);
+  }
+  p.out.assign(n, 0.0f);
+  p.peer_out.assign(n, 0.0f);
+  double pairs = 0;
+  if (documents) {
+    // 8 documents: 7 cut points drawn uniformly in (0, S).
+    std::vector<int64_t> cuts = {0, p.S};
+    std::uniform_int_distribution<int64_t> cut(1, p.S - 1);
+    while (cuts.size() < 9) {
+      const int64_t c = cut(rng);
+      if (std::find(cuts.begin(), cuts.end(), c) == cuts.end()) cuts.push_back(c);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    p.ids.resize(p.S);
+    for (size_t d = 0; d + 1 < cuts.size(); ++d) {
+      for (int64_t j = cuts[d]; j < cuts[d + 1]; ++j) p.ids[j] = static_cast<int32_t>(d);
+      pairs += double(cuts[d + 1] - cuts[d]) * double(cuts[d + 1] - cuts[d]);
+    }
+    p.dense.resize(p.S * p.S);
+    for (int64_t i = 0; i < p.S; ++i)
+      for (int64_t j = 0; j < p.S; ++j) p.dense[i * p.S + j] = p.ids[i] == p.ids[j];
+  } else {
+    pairs = 0.5 * double(p.S) * double(p.S + 1);
+  }
+  p.flops = 4.0 * kB * kH * pairs * kD;
+  return p;
+}
+
+attention::Status run(ModProblem& p, ModRun what, std::vector<float>& out) {
+  using attention::TensorView;
+  const auto view = [&](std::vector<float>& t) {
+    return TensorView::contiguous(t.data(), {kB, kH, p.S, kD});
+  };
+  attention::SdpaOptions options;
+  switch (what) {
+    case ModRun::kDocumentMod: {
+      attention::ModKernels kernels;
+      kernels.mod = "document_mask";
+      kernels.prefill = {"mod_document_mask_prefill", mod_document_mask_prefill_argv,
+                         mod_document_mask_prefill_metadata};
+      kernels.key_ranges = {"mod_document_mask_ranges", mod_document_mask_ranges_argv,
+                            mod_document_mask_ranges_metadata};
+      const TensorView ids =
+          TensorView::contiguous(p.ids.data(), attention::DType::Int32, {kB, p.S});
+      return attention::mod_attention(kernels, view(p.q), view(p.k), view(p.v), view(out),
+                                      {attention::ModArgument::of_tensor("document_ids", ids)});
+    }
+    case ModRun::kCausalMod: {
+      attention::ModKernels kernels;
+      kernels.mod = "causal";
+      kernels.prefill = {"mod_causal_prefill", mod_causal_prefill_argv,
+                         mod_causal_prefill_metadata};
+      kernels.key_ranges = {"mod_causal_ranges", mod_causal_ranges_argv,
+                            mod_causal_ranges_metadata};
+      return attention::mod_attention(kernels, view(p.q), view(p.k), view(p.v), view(out), {});
+    }
+    case ModRun::kDenseBoolMask:
+      options.mask.bool_mask =
+          TensorView::contiguous(p.dense.data(), attention::DType::Bool, {1, 1, p.S, p.S});
+      break;
+    case ModRun::kCausalBuiltin:
+      options.mask.causal = attention::Causal::BottomRight;
+      break;
+  }
+  return attention::scaled_dot_product_attention(view(p.q), view(p.k), view(p.v), view(out),
+                                                 options);
+}
+
+void run_mod_bench(benchmark::State& state, ModRun what) {
+  const bool documents = what == ModRun::kDocumentMod || what == ModRun::kDenseBoolMask;
+  static ModProblem documents_problem = make_problem(true), causal_problem = make_problem(false);
+  ModProblem& p = documents ? documents_problem : causal_problem;
+  // The pair's two calls agree (once per row, before timing).
+  const ModRun peer = what == ModRun::kDocumentMod     ? ModRun::kDenseBoolMask
+                      : what == ModRun::kDenseBoolMask ? ModRun::kDocumentMod
+                      : what == ModRun::kCausalMod     ? ModRun::kCausalBuiltin
+                                                       : ModRun::kCausalMod;
+  for (auto [kind, out] : {std::pair{what, &p.out}, {peer, &p.peer_out}}) {
+    const attention::Status status = run(p, kind, *out);
+    if (!status) fail("mods: " + status.message());
+  }
+  for (size_t n = 0; n < p.out.size(); ++n) {
+    if (!(std::abs(p.out[n] - p.peer_out[n]) <= 1e-4f)) fail("mods: the peers disagree");
+  }
+  bool all_ok = true;
+  for (auto _ : state) {
+    all_ok &= run(p, what, p.out).ok();
+    benchmark::ClobberMemory();
+  }
+  if (!all_ok) state.SkipWithError("the call returned an error");
+  state.counters["GFLOP/s"] = bench::per_second(p.flops * 1e-9);
+}
+
+}  // namespace
+
+namespace bench {
+
+void register_mod_benchmarks() {
+  const std::string documents = std::to_string(kB) + "x" + std::to_string(kH) + "x" +
+                                std::to_string(kS) + "x" + std::to_string(kD) + "_8docs";
+  const std::string causal = std::to_string(kB) + "x" + std::to_string(kH) + "x" +
+                             std::to_string(kCausalS) + "x" + std::to_string(kD);
+  for (auto [name, what] : {std::pair{"mods/document_mask/" + documents, ModRun::kDocumentMod},
+                            {"mods/dense_bool_mask/" + documents, ModRun::kDenseBoolMask},
+                            {"mods/causal_mod/" + causal, ModRun::kCausalMod},
+                            {"mods/causal_builtin/" + causal, ModRun::kCausalBuiltin}}) {
+    register_timed(name, run_mod_bench, what);
+  }
+}
+
+}  // namespace bench

@@ -1,0 +1,321 @@
+// mod_attention: SDPA kernels fused with a user mod (attention/mod_attention.h), called through
+// their argv entry points with the arguments their metadata names: the mod's own inputs can be
+// anything the mod declared, so the runtime needs no signature per mod.
+#include "attention/mod_attention.h"
+
+#include <HalideRuntime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "halide_view.h"
+#include "kernel_choice.h"
+#include "sdpa_call.h"
+#include "tensor_util.h"
+#include "validate.h"
+
+namespace attention {
+namespace {
+
+// Keys per prefill split when a mod's key ranges skip whole splits.
+constexpr int32_t kSkippedBlockKeys = 256;
+
+bool same_type(const halide_type_t& a, const halide_type_t& b) {
+  return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
+}
+
+// The dtype a mod tensor of Halide type `t` is passed as.
+bool dtype_matches(DType dtype, const halide_type_t& t) {
+  switch (dtype) {
+    case DType::Float32:
+      return same_type(t, halide_type_t(halide_type_float, 32));
+    case DType::Int32:
+      return same_type(t, halide_type_t(halide_type_int, 32));
+    case DType::Bool:
+      return same_type(t, halide_type_t(halide_type_uint, 8));
+    default:
+      return false;
+  }
+}
+
+const char* declared_dtype(const halide_type_t& t) {
+  if (same_type(t, halide_type_t(halide_type_float, 32))) return "Float32";
+  if (same_type(t, halide_type_t(halide_type_int, 32))) return "Int32";
+  if (same_type(t, halide_type_t(halide_type_uint, 8))) return "Bool";
+  return "an unsupported type";
+}
+
+// Storage for one argv slot: a scalar's value (argv points at it) or a buffer.
+union ScalarSlot {
+  void* handle;
+  float f32;
+  int32_t i32;
+  uint8_t u8;
+  bool b;
+};
+
+// A call's argv, built from the kernel's metadata.
+class ArgvBuilder {
+ public:
+  explicit ArgvBuilder(size_t count) : scalars_(count), argv_(count, nullptr) {}
+  void buffer(int i, halide_buffer_t* b) { argv_[i] = b; }
+  ScalarSlot& scalar(int i) {
+    argv_[i] = &scalars_[i];
+    return scalars_[i];
+  }
+  void** argv() { return argv_.data(); }
+
+ private:
+  std::vector<ScalarSlot> scalars_;
+  std::vector<void*> argv_;
+};
+
+// How errors name a mod input: arguments["document_ids"].
+std::string arguments_name(const char* name) { return std::string("arguments[\"") + name + "\"]"; }
+
+const ModArgument* find_argument(const std::vector<ModArgument>& arguments, const char* name) {
+  for (const ModArgument& a : arguments) {
+    if (a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+bool is_builtin_argument(const char* name) {
+  for (const char* builtin : {"__user_context", "q", "k", "v", "scale", "values_finite",
+                              "key_split", "out", "logsumexp", "key_ranges"}) {
+    if (std::strcmp(name, builtin) == 0) return true;
+  }
+  return false;
+}
+
+// The mod's inputs as the kernel declares them (metadata), against `arguments`: every declared
+// input given once with its kind, dtype and rank; nothing else given.
+Status check_mod_arguments(const char* mod, const halide_filter_metadata_t& md,
+                           const std::vector<ModArgument>& arguments, const TensorView& out) {
+  const std::string prefix = std::string("mod ") + mod + ": ";
+  for (size_t a = 0; a < arguments.size(); ++a) {
+    for (size_t b = 0; b < a; ++b) {
+      if (arguments[a].name == arguments[b].name) {
+        return Status::invalid(prefix + "arguments: '" + arguments[a].name + "' is given twice");
+      }
+    }
+    bool declared = false;
+    for (int i = 0; i < md.num_arguments; ++i) {
+      declared = declared || (!is_builtin_argument(md.arguments[i].name) &&
+                              arguments[a].name == md.arguments[i].name);
+    }
+    if (!declared) {
+      return Status::invalid(prefix + "arguments: the mod declares no input '" + arguments[a].name +
+                             "'");
+    }
+  }
+  for (int i = 0; i < md.num_arguments; ++i) {
+    const halide_filter_argument_t& arg = md.arguments[i];
+    if (is_builtin_argument(arg.name)) continue;
+    const ModArgument* given = find_argument(arguments, arg.name);
+    const bool buffer = arg.kind == halide_argument_kind_input_buffer;
+    const std::string what = buffer ? std::string("a ") + declared_dtype(arg.type) +
+                                          " tensor of rank " + std::to_string(arg.dimensions)
+                                    : std::string("a ") + declared_dtype(arg.type) + " scalar";
+    if (given == nullptr) {
+      return Status::invalid(prefix + "arguments: missing '" + arg.name + "' (" + what + ")");
+    }
+    if (given->is_scalar == buffer) {
+      return Status::invalid(prefix + arguments_name(arg.name) + " must be " + what);
+    }
+    if (!buffer) {
+      const bool integer = same_type(arg.type, halide_type_t(halide_type_int, 32));
+      const double x = given->scalar;
+      if (!std::isfinite(x) ||
+          (integer && (x != std::floor(x) || x < INT32_MIN || x > INT32_MAX))) {
+        return Status::invalid(prefix + arguments_name(arg.name) + " must be " + what + ", got " +
+                               std::to_string(x));
+      }
+      continue;
+    }
+    const TensorView& t = given->tensor;
+    const std::string name = arguments_name(arg.name);
+    if (!dtype_matches(t.dtype, arg.type)) {
+      return Status::invalid(prefix + name + ": dtype " + detail::dtype_name(t.dtype) +
+                             ", expected " + declared_dtype(arg.type));
+    }
+    ATTENTION_RETURN_IF_ERROR(
+        detail::check_view(t, name.c_str(), arg.dimensions, "(as the mod declares)", t.dtype));
+    ATTENTION_RETURN_IF_ERROR(detail::check_disjoint(out, "out", t, name.c_str()));
+  }
+  return Status::ok_status();
+}
+
+// A failed kernel call as a Status. The kernel checks the mod's tensors against their declared
+// shapes before it computes anything: a requirement it states, or (Halide proves the reads from the
+// declared extents) a read past a smaller tensor's end. Both are the caller's argument.
+Status kernel_error(const char* mod, const char* kernel, int code, const std::string& message,
+                    const std::vector<ModArgument>& arguments) {
+  const std::string where = "mod " + std::string(mod) + " (" + kernel + "): ";
+  if (code != halide_error_code_requirement_failed &&
+      code != halide_error_code_access_out_of_bounds) {
+    return Status::error(detail::status_code_of_halide_error(code), where + message);
+  }
+  for (const ModArgument& a : arguments) {
+    if (a.is_scalar || message.find("buffer " + a.name + " ") == std::string::npos) continue;
+    return Status::invalid(where + arguments_name(a.name.c_str()) + ": shape " +
+                           detail::shape_string(a.tensor) + " is not the shape the mod declares (" +
+                           message + ")");
+  }
+  return Status::invalid(where + message);
+}
+
+// What the mod kernels take besides the mod's own inputs, by argument name.
+struct KernelTensors {
+  TensorView q, k, v, out, logsumexp;
+  TensorView key_ranges;  // the key_ranges kernel's output, the prefill kernel's input
+  float scale;
+  int32_t key_split;
+  bool values_finite;
+};
+
+bool takes_input(const halide_filter_metadata_t& md, const char* name) {
+  for (int i = 0; i < md.num_arguments; ++i) {
+    if (std::strcmp(md.arguments[i].name, name) == 0) return true;
+  }
+  return false;
+}
+
+// Runs `kernel` with the arguments its metadata names (checked by check_mod_arguments).
+Status run_mod_kernel(const char* mod, const ModKernel& kernel, const KernelTensors& t,
+                      const std::vector<ModArgument>& arguments) {
+  const halide_filter_metadata_t& md = *kernel.metadata();
+  std::deque<detail::HalideView> views;
+  detail::configure_halide_runtime();
+  detail::KernelCall call;
+  ArgvBuilder argv(md.num_arguments);
+  for (int i = 0; i < md.num_arguments; ++i) {
+    const halide_filter_argument_t& arg = md.arguments[i];
+    const std::string name = arg.name;
+    const auto view = [&](const TensorView& tensor) {
+      argv.buffer(i, views.emplace_back(tensor).get());
+    };
+    if (name == "__user_context") {
+      argv.scalar(i).handle = &call;
+    } else if (name == "q") {
+      view(t.q);
+    } else if (name == "k") {
+      view(t.k);
+    } else if (name == "v") {
+      view(t.v);
+    } else if (name == "out") {
+      view(t.out);
+    } else if (name == "logsumexp") {
+      view(t.logsumexp);
+    } else if (name == "key_ranges") {
+      view(t.key_ranges);
+    } else if (name == "scale") {
+      argv.scalar(i).f32 = t.scale;
+    } else if (name == "key_split") {
+      argv.scalar(i).i32 = t.key_split;
+    } else if (name == "values_finite") {
+      argv.scalar(i).b = t.values_finite;
+    } else {
+      const ModArgument* given = find_argument(arguments, arg.name);
+      if (given == nullptr) {
+        return Status::invalid("mod " + std::string(mod) + " (" + kernel.name + "): missing " +
+                               arguments_name(arg.name));
+      }
+      if (arg.kind == halide_argument_kind_input_buffer) {
+        view(given->tensor);
+      } else if (same_type(arg.type, halide_type_t(halide_type_float, 32))) {
+        argv.scalar(i).f32 = static_cast<float>(given->scalar);
+      } else if (same_type(arg.type, halide_type_t(halide_type_int, 32))) {
+        argv.scalar(i).i32 = static_cast<int32_t>(given->scalar);
+      } else {
+        return Status::invalid("mod " + std::string(mod) + ": input " + name +
+                               " has a scalar type this runtime cannot pass");
+      }
+    }
+  }
+  const int code = kernel.argv(argv.argv());
+  if (code == 0) return Status::ok_status();
+  return kernel_error(mod, kernel.name, code, call.error, arguments);
+}
+
+}  // namespace
+
+Status mod_attention(const ModKernels& kernels, const TensorView& q, const TensorView& k,
+                     const TensorView& v, const TensorView& out,
+                     const std::vector<ModArgument>& arguments, const SdpaOptions& options) {
+  const char* mod = kernels.mod != nullptr ? kernels.mod : "(unnamed)";
+  if (kernels.prefill.argv == nullptr || kernels.prefill.metadata == nullptr ||
+      kernels.prefill.name == nullptr) {
+    return Status::invalid(std::string("kernels: mod ") + mod + " has no prefill kernel");
+  }
+  const bool has_decode = kernels.decode.argv != nullptr;
+  if (has_decode && (kernels.decode.metadata == nullptr || kernels.decode.name == nullptr)) {
+    return Status::invalid(std::string("kernels: mod ") + mod + " decode kernel has no metadata");
+  }
+  if (!options.mask.empty()) {
+    return Status::error(StatusCode::Unsupported,
+                         "options.mask: a mod kernel masks what its mod says (write causal, "
+                         "padding or windows into the mod)");
+  }
+  detail::Run run = detail::Run::CPU;
+  ATTENTION_RETURN_IF_ERROR(detail::check_sdpa_call(q, k, v, out, options, &run));
+  if (run != detail::Run::CPU) {
+    return Status::error(StatusCode::Unsupported, "backend: mod kernels run on the CPU only");
+  }
+  for (const auto& [t, name] : std::vector<std::pair<const TensorView*, const char*>>{
+           {&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}}) {
+    if (t->dtype != DType::Float32) {
+      return Status::error(StatusCode::Unsupported, std::string(name) +
+                                                        ": mod kernels take Float32 tensors, got " +
+                                                        detail::dtype_name(t->dtype));
+    }
+  }
+  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
+  const int64_t Hkv = k.shape[1], Sk = k.shape[2];
+  const detail::CpuKernelInfo& info = detail::cpu_kernel_info();
+  const attention_contract::KernelChoice choice =
+      has_decode ? attention_contract::choose_cpu_kernel(B, Hkv, Sq, Sk, info.prefill, info.decode)
+                 : attention_contract::KernelChoice{
+                       true, attention_contract::prefill_key_split(Sk, info.prefill)};
+  const ModKernel& kernel = choice.prefill ? kernels.prefill : kernels.decode;
+  const halide_filter_metadata_t& md = *kernel.metadata();
+  ATTENTION_RETURN_IF_ERROR(check_mod_arguments(mod, md, arguments, out));
+  if (out.numel() == 0) return Status::ok_status();
+  if (Sk == 0) {  // no keys: every row sees none
+    detail::write_rows_without_keys(out, options.logsumexp);
+    return Status::ok_status();
+  }
+
+  std::vector<float> lse_scratch;
+  KernelTensors t{q, k, v, out,
+                  detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch),
+                  TensorView{}, options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D))),
+                  choice.key_split,
+                  // A non-finite v at a hidden key would reach rows through 0 · NaN; prefill's
+                  // plain P·V is only safe without them (decode always takes the safe form).
+                  choice.prefill && detail::all_finite(v)};
+  // Block skipping: the mod's key range per query tile, scanned by its key_ranges kernel.
+  std::vector<int32_t> ranges;
+  if (takes_input(md, "key_ranges")) {
+    if (kernels.key_ranges.argv == nullptr || kernels.key_ranges.metadata == nullptr) {
+      return Status::invalid(std::string("kernels: mod ") + mod + " (" + kernel.name +
+                             ") reads key ranges, and kernels.key_ranges is not given");
+    }
+    const int64_t groups = (Sq + info.prefill.query_tile - 1) / info.prefill.query_tile;
+    // Splits are the skipped blocks: at most 256 keys (1x8x2048x64 causal, AVX2: 512-key splits
+    // 1.33x the built-in causal kernel, 256 1.23x, 128 1.24x, 64 1.32x; 8 documents in 4096
+    // tokens: 256 the fastest too).
+    t.key_split = std::min<int32_t>(t.key_split, kSkippedBlockKeys);
+    ranges.resize(static_cast<size_t>(B * H * groups * 2));
+    t.key_ranges = TensorView::contiguous(ranges.data(), DType::Int32, {B, H, groups, 2});
+    ATTENTION_RETURN_IF_ERROR(run_mod_kernel(mod, kernels.key_ranges, t, arguments));
+  }
+  return run_mod_kernel(mod, kernel, t, arguments);
+}
+
+}  // namespace attention

@@ -1,0 +1,403 @@
+// Kernels fused with the example mods (examples/mods/attention_mods.cpp) against the naive
+// reference applying the same mods in double: the score mod as the pair score, the mask mod as a
+// dense boolean mask. Also: the built-in causal mask, window, ALiBi and softcap re-expressed as
+// mods match the built-in kernels, and every bad argument is refused without writing out.
+#include "attention/mod_attention.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention/attention.h"
+#include "mod_alibi_softcap_prefill.h"
+#include "mod_causal_decode.h"
+#include "mod_causal_prefill.h"
+#include "mod_causal_ranges.h"
+#include "mod_document_mask_prefill.h"
+#include "mod_document_mask_ranges.h"
+#include "mod_prefix_lm_prefill.h"
+#include "mod_prefix_lm_ranges.h"
+#include "mod_sliding_window_prefill.h"
+#include "mod_sliding_window_ranges.h"
+#include "mod_t5_bias_prefill.h"
+#include "mod_tree_mask_prefill.h"
+#include "mod_tree_mask_ranges.h"
+#include "reference/sdpa_reference.h"
+#include "test_util.h"
+
+namespace attention_test {
+namespace {
+
+using attention::ModArgument;
+using attention::ModKernels;
+using attention::StatusCode;
+using attention::TensorView;
+
+#define MOD_KERNEL(fn) \
+  attention::ModKernel { #fn, fn##_argv, fn##_metadata }
+
+ModKernels prefill_only(const char* mod, attention::ModKernel prefill,
+                        attention::ModKernel key_ranges = {}) {
+  ModKernels k;
+  k.mod = mod;
+  k.prefill = prefill;
+  k.key_ranges = key_ranges;
+  return k;
+}
+
+const ModKernels kCausal{"causal", MOD_KERNEL(mod_causal_prefill), MOD_KERNEL(mod_causal_decode),
+                         MOD_KERNEL(mod_causal_ranges)};
+const ModKernels kWindow = prefill_only("sliding_window", MOD_KERNEL(mod_sliding_window_prefill),
+                                        MOD_KERNEL(mod_sliding_window_ranges));
+const ModKernels kAlibiSoftcap =
+    prefill_only("alibi_softcap", MOD_KERNEL(mod_alibi_softcap_prefill));
+const ModKernels kDocuments = prefill_only("document_mask", MOD_KERNEL(mod_document_mask_prefill),
+                                           MOD_KERNEL(mod_document_mask_ranges));
+const ModKernels kT5 = prefill_only("t5_bias", MOD_KERNEL(mod_t5_bias_prefill));
+const ModKernels kPrefixLm =
+    prefill_only("prefix_lm", MOD_KERNEL(mod_prefix_lm_prefill), MOD_KERNEL(mod_prefix_lm_ranges));
+const ModKernels kTree =
+    prefill_only("tree_mask", MOD_KERNEL(mod_tree_mask_prefill), MOD_KERNEL(mod_tree_mask_ranges));
+
+struct Shape {
+  int64_t B, H, Hkv, Sq, Sk, D, Dv;
+};
+
+// A mod as the naive loops apply it, in double: the logit of a scaled score, and visibility.
+struct ModReference {
+  std::function<double(double score, int64_t b, int64_t h, int64_t i, int64_t j)> score_mod;
+  std::function<bool(int64_t b, int64_t h, int64_t i, int64_t j)> mask_mod;
+};
+
+// One call's tensors with fresh random values; out and logsumexp poisoned.
+struct Call {
+  explicit Call(const Shape& s, std::mt19937_64& rng)
+      : shape(s),
+        q({s.B, s.H, s.Sq, s.D}),
+        k({s.B, s.Hkv, s.Sk, s.D}),
+        v({s.B, s.Hkv, s.Sk, s.Dv}),
+        out({s.B, s.H, s.Sq, s.Dv}),
+        lse({s.B, s.H, s.Sq}) {
+    q.fill_uniform(rng, -1.0f, 1.0f);
+    k.fill_uniform(rng, -1.0f, 1.0f);
+    v.fill_values(rng);
+    out.poison();
+    lse.poison();
+  }
+  attention::Status run(const ModKernels& kernels, const std::vector<ModArgument>& arguments) {
+    attention::SdpaOptions options;
+    options.scale = scale;
+    options.logsumexp = lse.view();
+    return attention::mod_attention(kernels, q.view(), k.view(), v.view(), out.view(), arguments,
+                                    options);
+  }
+  // Checks out and logsumexp against the reference with `mod`.
+  void expect_matches(const ModReference& mod) {
+    const Shape& s = shape;
+    const TensorView qv = q.view(), kv = k.view();
+    const auto at = [](const TensorView& t, int64_t a, int64_t b, int64_t c, int64_t d) {
+      return static_cast<double>(static_cast<const float*>(
+          t.data)[a * t.strides[0] + b * t.strides[1] + c * t.strides[2] + d * t.strides[3]]);
+    };
+    const int64_t group = s.H / s.Hkv;
+    const ::PairScore score = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+      double dot = 0;
+      for (int64_t d = 0; d < s.D; ++d) dot += at(qv, b, h, i, d) * at(kv, b, h / group, j, d);
+      const double scaled = scale * dot;
+      return mod.score_mod ? mod.score_mod(scaled, b, h, i, j) : scaled;
+    };
+    attention::MaskOptions mask;
+    std::vector<uint8_t> allowed;
+    if (mod.mask_mod) {
+      allowed.resize(static_cast<size_t>(s.B * s.H * s.Sq * s.Sk));
+      size_t n = 0;
+      for (int64_t b = 0; b < s.B; ++b)
+        for (int64_t h = 0; h < s.H; ++h)
+          for (int64_t i = 0; i < s.Sq; ++i)
+            for (int64_t j = 0; j < s.Sk; ++j) allowed[n++] = mod.mask_mod(b, h, i, j) ? 1 : 0;
+      mask.bool_mask =
+          TensorView::contiguous(allowed.data(), attention::DType::Bool, {s.B, s.H, s.Sq, s.Sk});
+    }
+    std::vector<double> expected_out, expected_lse;
+    reference_attention(score, s.H, s.Sq, v.view(), &expected_out, &expected_lse, &mask);
+    EXPECT_TRUE(matches_reference(out.to_dense(), expected_out, out.shape()));
+    EXPECT_TRUE(matches_reference(lse.to_dense(), expected_lse, lse.shape(), Domain::Log));
+  }
+
+  Shape shape;
+  float scale = 0.3f;
+  Tensor q, k, v, out, lse;
+};
+
+// Every element still the NaN poison: nothing was written.
+bool untouched(const Tensor& t) {
+  for (float x : t.storage()) {
+    if (!std::isnan(x)) return false;
+  }
+  return true;
+}
+
+class ModAttention : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    seed_ = seed_for_current_test();
+    rng_.seed(seed_);
+  }
+  uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+};
+
+int64_t diagonal(int64_t i, const Shape& s) { return i + s.Sk - s.Sq; }
+
+TEST_F(ModAttention, CausalPrefillAndDecodeMatchReference) {
+  SCOPED_TRACE(seed_note(seed_));
+  for (const Shape& s : {Shape{2, 4, 2, 67, 67, 32, 24}, Shape{1, 2, 1, 50, 131, 64, 64},
+                         Shape{2, 8, 2, 1, 300, 64, 64}, Shape{1, 2, 2, 2, 77, 16, 16}}) {
+    SCOPED_TRACE("Sq " + std::to_string(s.Sq) + " Sk " + std::to_string(s.Sk));
+    Call call(s, rng_);
+    ASSERT_TRUE(call.run(kCausal, {}).ok());
+    call.expect_matches(
+        {{}, [&](int64_t, int64_t, int64_t i, int64_t j) { return j <= diagonal(i, s); }});
+  }
+}
+
+TEST_F(ModAttention, SlidingWindowMatchesReference) {
+  SCOPED_TRACE(seed_note(seed_));
+  const Shape s{2, 2, 2, 90, 100, 32, 32};
+  for (int window : {0, 17, 200}) {
+    Call call(s, rng_);
+    ASSERT_TRUE(call.run(kWindow, {ModArgument::of_scalar("window", window)}).ok());
+    call.expect_matches({{}, [&](int64_t, int64_t, int64_t i, int64_t j) {
+                           return j <= diagonal(i, s) && j >= diagonal(i, s) - window;
+                         }});
+  }
+}
+
+TEST_F(ModAttention, AlibiSoftcapMatchesReference) {
+  SCOPED_TRACE(seed_note(seed_));
+  const Shape s{1, 4, 2, 70, 90, 32, 16};
+  Call call(s, rng_);
+  call.scale = 4.0f;  // scores up to ~40: the cap bites
+  std::vector<float> slopes(s.H);
+  std::uniform_real_distribution<float> slope(0.0f, 0.5f);
+  for (float& x : slopes) x = slope(rng_);
+  const float cap = 5.0f;
+  ASSERT_TRUE(call.run(kAlibiSoftcap, {ModArgument::of_tensor(
+                                           "slopes", TensorView::contiguous(slopes.data(), {s.H})),
+                                       ModArgument::of_scalar("softcap", cap)})
+                  .ok());
+  call.expect_matches({[&](double score, int64_t, int64_t h, int64_t i, int64_t j) {
+                         return cap * std::tanh(score / cap) -
+                                slopes[h] * std::abs(static_cast<double>(j - diagonal(i, s)));
+                       },
+                       {}});
+}
+
+TEST_F(ModAttention, DocumentMaskMatchesReference) {
+  SCOPED_TRACE(seed_note(seed_));
+  const Shape s{2, 2, 1, 200, 200, 64, 64};
+  Call call(s, rng_);
+  // Documents of random lengths (runs of one id), per batch.
+  std::vector<int32_t> ids(s.B * s.Sk);
+  std::uniform_int_distribution<int> length(1, 60);
+  for (int64_t b = 0; b < s.B; ++b) {
+    int32_t doc = 0;
+    for (int64_t j = 0; j < s.Sk;) {
+      for (int n = length(rng_); n > 0 && j < s.Sk; --n, ++j) ids[b * s.Sk + j] = doc;
+      ++doc;
+    }
+  }
+  const TensorView ids_view =
+      TensorView::contiguous(ids.data(), attention::DType::Int32, {s.B, s.Sk});
+  ASSERT_TRUE(call.run(kDocuments, {ModArgument::of_tensor("document_ids", ids_view)}).ok());
+  call.expect_matches({{}, [&](int64_t b, int64_t, int64_t i, int64_t j) {
+                         return ids[b * s.Sk + i] == ids[b * s.Sk + j];
+                       }});
+}
+
+// T5's bucket of relative position kv - q (bidirectional, 32 buckets, max_distance 128), as in
+// the T5 code, in double.
+int t5_bucket(int64_t relative) {
+  int bucket = relative > 0 ? 16 : 0;
+  const int64_t n = std::abs(relative);
+  if (n < 8) return bucket + static_cast<int>(n);
+  const int large = 8 + static_cast<int>(std::log(n / 8.0) / std::log(128.0 / 8.0) * 8.0 + 1e-9);
+  return bucket + std::min(large, 15);
+}
+
+TEST_F(ModAttention, T5BiasMatchesReference) {
+  SCOPED_TRACE(seed_note(seed_));
+  const Shape s{1, 3, 3, 150, 300, 32, 32};  // distances up to 299: every bucket
+  Call call(s, rng_);
+  std::vector<float> bias(s.H * 32);
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  for (float& x : bias) x = value(rng_);
+  ASSERT_TRUE(call.run(kT5, {ModArgument::of_tensor(
+                                "bias", TensorView::contiguous(bias.data(), {s.H, 32}))})
+                  .ok());
+  call.expect_matches({[&](double score, int64_t, int64_t h, int64_t i, int64_t j) {
+                         return score + bias[h * 32 + t5_bucket(j - i)];
+                       },
+                       {}});
+}
+
+TEST_F(ModAttention, PrefixLmMatchesReference) {
+  SCOPED_TRACE(seed_note(seed_));
+  const Shape s{3, 2, 1, 80, 80, 32, 32};
+  Call call(s, rng_);
+  std::vector<int32_t> prefix = {0, 37, 80};
+  ASSERT_TRUE(call.run(kPrefixLm,
+                       {ModArgument::of_tensor(
+                           "prefix_lengths",
+                           TensorView::contiguous(prefix.data(), attention::DType::Int32, {s.B}))})
+                  .ok());
+  call.expect_matches(
+      {{}, [&](int64_t b, int64_t, int64_t i, int64_t j) { return j < prefix[b] || j <= i; }});
+}
+
+TEST_F(ModAttention, TreeMaskMatchesReference) {
+  SCOPED_TRACE(seed_note(seed_));
+  const Shape s{2, 4, 2, 7, 57, 64, 64};  // 7 drafts after 50 cached keys
+  Call call(s, rng_);
+  // A random tree per batch: draft t's parent is an earlier draft or the cache (-1).
+  std::vector<int32_t> ancestors(s.B * s.Sq);
+  for (int64_t b = 0; b < s.B; ++b) {
+    for (int64_t t = 0; t < s.Sq; ++t) {
+      const int parent = std::uniform_int_distribution<int>(-1, static_cast<int>(t) - 1)(rng_);
+      ancestors[b * s.Sq + t] = (1 << t) | (parent >= 0 ? ancestors[b * s.Sq + parent] : 0);
+    }
+  }
+  ASSERT_TRUE(call.run(kTree, {ModArgument::of_tensor(
+                                  "tree_ancestors",
+                                  TensorView::contiguous(ancestors.data(), attention::DType::Int32,
+                                                         {s.B, s.Sq}))})
+                  .ok());
+  const int64_t cached = s.Sk - s.Sq;
+  call.expect_matches({{}, [&](int64_t b, int64_t, int64_t i, int64_t j) {
+                         return j < cached || ((ancestors[b * s.Sq + i] >> (j - cached)) & 1);
+                       }});
+}
+
+// The built-in masks re-expressed as mods give the built-in kernels' results (different
+// kernels, ISA variants and key ranges: equal within fp32 rounding, not bit for bit).
+TEST_F(ModAttention, BuiltinMasksAsModsMatchBuiltinKernels) {
+  SCOPED_TRACE(seed_note(seed_));
+  const Shape s{2, 4, 2, 100, 130, 64, 64};
+  std::vector<float> slopes(s.H);
+  for (int64_t h = 0; h < s.H; ++h) slopes[h] = 0.05f * static_cast<float>(h + 1);
+  struct Case {
+    const char* name;
+    const ModKernels* kernels;
+    std::vector<ModArgument> arguments;
+    attention::MaskOptions mask;
+  };
+  std::vector<Case> cases(3);
+  cases[0] = {"causal", &kCausal, {}, {}};
+  cases[0].mask.causal = attention::Causal::BottomRight;
+  cases[1] = {"window", &kWindow, {ModArgument::of_scalar("window", 20)}, {}};
+  cases[1].mask.causal = attention::Causal::BottomRight;
+  cases[1].mask.window = 20;
+  cases[2] = {"alibi_softcap",
+              &kAlibiSoftcap,
+              {ModArgument::of_tensor("slopes", TensorView::contiguous(slopes.data(), {s.H})),
+               ModArgument::of_scalar("softcap", 3.0f)},
+              {}};
+  cases[2].mask.alibi = true;
+  cases[2].mask.alibi_slopes = TensorView::contiguous(slopes.data(), {s.H});
+  cases[2].mask.softcap = 3.0f;
+  for (Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    Call call(s, rng_);
+    ASSERT_TRUE(call.run(*c.kernels, c.arguments).ok());
+    Tensor builtin({s.B, s.H, s.Sq, s.Dv});
+    builtin.poison();
+    attention::SdpaOptions options;
+    options.scale = call.scale;
+    options.mask = c.mask;
+    ASSERT_TRUE(attention::scaled_dot_product_attention(call.q.view(), call.k.view(), call.v.view(),
+                                                        builtin.view(), options)
+                    .ok());
+    const std::vector<float> a = call.out.to_dense(), b = builtin.to_dense();
+    float worst = 0;
+    for (size_t n = 0; n < a.size(); ++n) worst = std::max(worst, std::abs(a[n] - b[n]));
+    EXPECT_LE(worst, 2e-6f);
+  }
+}
+
+TEST_F(ModAttention, BadArgumentsAreRefusedWithoutWriting) {
+  const Shape s{2, 2, 1, 40, 40, 16, 16};
+  std::vector<int32_t> ids(s.B * s.Sk, 0), short_ids(s.B * (s.Sk - 1), 0),
+      long_ids(s.B * (s.Sk + 1), 0);
+  std::vector<float> float_ids(s.B * s.Sk, 0.0f);
+  const auto ids_view = [&](std::vector<int32_t>& data, int64_t keys) {
+    return TensorView::contiguous(data.data(), attention::DType::Int32, {s.B, keys});
+  };
+  struct Case {
+    std::vector<ModArgument> arguments;
+    StatusCode code;
+    std::string names;  // what the message must name
+  };
+  const std::vector<Case> cases = {
+      {{}, StatusCode::InvalidArgument, "document_ids"},
+      {{ModArgument::of_tensor("document_ids", ids_view(ids, s.Sk)),
+        ModArgument::of_scalar("window", 3)},
+       StatusCode::InvalidArgument,
+       "window"},
+      {{ModArgument::of_scalar("document_ids", 1)}, StatusCode::InvalidArgument, "document_ids"},
+      {{ModArgument::of_tensor("document_ids",
+                               TensorView::contiguous(float_ids.data(), {s.B, s.Sk}))},
+       StatusCode::InvalidArgument,
+       "Float32"},
+      {{ModArgument::of_tensor(
+           "document_ids",
+           TensorView::contiguous(ids.data(), attention::DType::Int32, {s.B * s.Sk}))},
+       StatusCode::InvalidArgument,
+       "document_ids"},
+      // The declared shape [B, Sk], checked by the kernel before it computes: shorter, longer.
+      {{ModArgument::of_tensor("document_ids", ids_view(short_ids, s.Sk - 1))},
+       StatusCode::InvalidArgument,
+       "arguments[\"document_ids\"]: shape [2, 39]"},
+      {{ModArgument::of_tensor("document_ids", ids_view(long_ids, s.Sk + 1))},
+       StatusCode::InvalidArgument,
+       "document_ids: expected shape [B, Sk]"},
+  };
+  std::mt19937_64 rng(1);
+  for (const Case& c : cases) {
+    Call call(s, rng);
+    const attention::Status status = call.run(kDocuments, c.arguments);
+    EXPECT_EQ(status.code(), c.code) << status.message();
+    EXPECT_NE(status.message().find(c.names), std::string::npos) << status.message();
+    EXPECT_TRUE(untouched(call.out));
+  }
+  // A non-integer Int32 scalar; masks in options; a missing prefill kernel.
+  Call call(s, rng);
+  EXPECT_EQ(call.run(kWindow, {ModArgument::of_scalar("window", 2.5)}).code(),
+            StatusCode::InvalidArgument);
+  attention::SdpaOptions options;
+  options.mask.causal = attention::Causal::TopLeft;
+  EXPECT_EQ(attention::mod_attention(kCausal, call.q.view(), call.k.view(), call.v.view(),
+                                     call.out.view(), {}, options)
+                .code(),
+            StatusCode::Unsupported);
+  EXPECT_EQ(attention::mod_attention(ModKernels{}, call.q.view(), call.k.view(), call.v.view(),
+                                     call.out.view(), {})
+                .code(),
+            StatusCode::InvalidArgument);
+  // A prefill kernel that reads key ranges without the kernel that makes them.
+  EXPECT_EQ(
+      attention::mod_attention(prefill_only("causal", MOD_KERNEL(mod_causal_prefill)),
+                               call.q.view(), call.k.view(), call.v.view(), call.out.view(), {})
+          .code(),
+      StatusCode::InvalidArgument);
+  EXPECT_TRUE(untouched(call.out));
+}
+
+}  // namespace
+}  // namespace attention_test
