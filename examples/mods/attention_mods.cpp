@@ -33,7 +33,8 @@ ATTENTION_MOD(alibi_softcap)
     .score_mod([](Expr score, Expr, Expr h, Expr q_idx, Expr kv_idx, const ModInputs& in) {
       const Expr cap = in.scalar("softcap");
       const Expr distance = Halide::cast<float>(Halide::abs(kv_idx - diagonal(q_idx, in)));
-      return cap * fast_tanh(score / cap) - in("slopes")(h) * distance;
+      const Expr slope = in("slopes")(h);
+      return cap * fast_tanh(score / cap) - slope * distance;
     });
 
 // Packed sequences: a query sees the keys of its own document only. document_ids [B, Sk] numbers
@@ -55,8 +56,8 @@ ATTENTION_MOD(t5_bias)
       const Expr n = Halide::min(Halide::cast<int32_t>(Halide::abs(relative)), 1024);
       Expr large = 8;
       for (int k = 1; k <= 7; ++k) large += Halide::select(n * n >= (64 << k), 1, 0);
-      const Expr bucket = Halide::select(relative > 0, 16, 0) +
-                          Halide::select(n < 8, n, Halide::min(large, 15));
+      const Expr bucket =
+          Halide::select(relative > 0, 16, 0) + Halide::select(n < 8, n, Halide::min(large, 15));
       return score + in("bias")(h, bucket);
     });
 

@@ -41,12 +41,12 @@ struct MaskInputs {
       mask_mod;
   // With mask_mod: mod_keys (g, h, b) = Tuple(first, last), the first and last key that a row of
   // query group g (rows [g · query_group, (g + 1) · query_group)) may see through mask_mod, from a
-  // scan of every row and key (algorithm/sdpa.h: mod_key_scan); first > last when none. Kernels
-  // skip the key splits outside it (a value loaded per group: as a per-key loop bound it would
-  // stay a test inside the loops).
+  // scan of every row and key (algorithm/sdpa.h: mod_key_scan; first > last when none), in the
+  // kernel or read from an input (mod_sdpa's key_ranges). Kernels skip the key splits outside it;
+  // only a range read from an input can bound the loop over splits (combine_splits).
   Halide::Func mod_keys;
   // Every row is in query group 0 (a kernel that runs for Sq <= query_group only, decode): the
-  // group's range is then one value per (head, batch), which bounds inference can use.
+  // group's range is then one value per (head, batch).
   bool single_group = false;
   // Reductions for query i run over the keys visible to any row of its group of query_group
   // consecutive rows, in whole blocks of key_block keys. The extra keys are masked to -inf, so

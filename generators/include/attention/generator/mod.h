@@ -15,8 +15,9 @@
 //
 // Positions: q_idx in [0, Sq), kv_idx in [0, Sk), h the query head, b the batch. score_mod gets
 // the scaled score (scale · q·k) and returns the logit; mask_mod returns true where the query may
-// attend to the key. Both are pure functions of their arguments and the mod's inputs. A mod may
-// be combined with the call's built-in masks (causal, window, lengths, ...), which apply after it.
+// attend to the key. Both are pure functions of their arguments and the mod's inputs. The mod says
+// everything a call masks: causal, windows or padding go into its mask_mod (the call's built-in
+// MaskOptions are refused).
 //
 // Block skipping: a mod with a mask_mod gets a key_ranges kernel (mod_sdpa output=key_ranges)
 // that evaluates mask_mod on every (query, key) pair once per call, vectorized (a pass far cheaper
@@ -121,8 +122,8 @@ class ModInputs {
   Expr seq_q_, seq_k_;
 };
 
-using ScoreMod = std::function<Expr(Expr score, Expr b, Expr h, Expr q_idx, Expr kv_idx,
-                                    const ModInputs& in)>;
+using ScoreMod =
+    std::function<Expr(Expr score, Expr b, Expr h, Expr q_idx, Expr kv_idx, const ModInputs& in)>;
 using MaskMod = std::function<Expr(Expr b, Expr h, Expr q_idx, Expr kv_idx, const ModInputs& in)>;
 
 // A mod: its name (a C++ identifier), its inputs, and its functions (either may be absent).
@@ -187,6 +188,6 @@ inline Expr fast_tanh(const Expr& x) { return attention::math::tanh_vectorizable
 }  // namespace attention::mod
 
 // Declares and registers a mod named `name`; follow it with the builder calls and a semicolon.
-#define ATTENTION_MOD(name) \
+#define ATTENTION_MOD(name)                                                       \
   static const ::attention::mod::Registration attention_mod_registration_##name = \
       ::attention::mod::Mod(#name)
