@@ -88,24 +88,20 @@ attention::Status run(ModProblem& p, ModRun what, std::vector<float>& out) {
   attention::SdpaOptions options;
   switch (what) {
     case ModRun::kDocumentMod: {
-      attention::ModKernels kernels;
-      kernels.mod = "document_mask";
-      kernels.prefill = {"mod_document_mask_prefill", mod_document_mask_prefill_argv,
-                         mod_document_mask_prefill_metadata};
-      kernels.key_ranges = {"mod_document_mask_ranges", mod_document_mask_ranges_argv,
-                            mod_document_mask_ranges_metadata};
+      const attention::ModKernels kernels{"document_mask",
+                                          ATTENTION_MOD_KERNEL(mod_document_mask_prefill),
+                                          {},
+                                          ATTENTION_MOD_KERNEL(mod_document_mask_ranges)};
       const TensorView ids =
           TensorView::contiguous(p.ids.data(), attention::DType::Int32, {kB, p.S});
       return attention::mod_attention(kernels, view(p.q), view(p.k), view(p.v), view(out),
                                       {attention::ModArgument::of_tensor("document_ids", ids)});
     }
     case ModRun::kCausalMod: {
-      attention::ModKernels kernels;
-      kernels.mod = "causal";
-      kernels.prefill = {"mod_causal_prefill", mod_causal_prefill_argv,
-                         mod_causal_prefill_metadata};
-      kernels.key_ranges = {"mod_causal_ranges", mod_causal_ranges_argv,
-                            mod_causal_ranges_metadata};
+      const attention::ModKernels kernels{"causal",
+                                          ATTENTION_MOD_KERNEL(mod_causal_prefill),
+                                          {},
+                                          ATTENTION_MOD_KERNEL(mod_causal_ranges)};
       return attention::mod_attention(kernels, view(p.q), view(p.k), view(p.v), view(out), {});
     }
     case ModRun::kDenseBoolMask:

@@ -40,9 +40,6 @@ using attention::ModKernels;
 using attention::StatusCode;
 using attention::TensorView;
 
-#define MOD_KERNEL(fn) \
-  attention::ModKernel { #fn, fn##_argv, fn##_metadata }
-
 ModKernels prefill_only(const char* mod, attention::ModKernel prefill,
                         attention::ModKernel key_ranges = {}) {
   ModKernels k;
@@ -52,19 +49,22 @@ ModKernels prefill_only(const char* mod, attention::ModKernel prefill,
   return k;
 }
 
-const ModKernels kCausal{"causal", MOD_KERNEL(mod_causal_prefill), MOD_KERNEL(mod_causal_decode),
-                         MOD_KERNEL(mod_causal_ranges)};
-const ModKernels kWindow = prefill_only("sliding_window", MOD_KERNEL(mod_sliding_window_prefill),
-                                        MOD_KERNEL(mod_sliding_window_ranges));
+const ModKernels kCausal{"causal", ATTENTION_MOD_KERNEL(mod_causal_prefill),
+                         ATTENTION_MOD_KERNEL(mod_causal_decode),
+                         ATTENTION_MOD_KERNEL(mod_causal_ranges)};
+const ModKernels kWindow =
+    prefill_only("sliding_window", ATTENTION_MOD_KERNEL(mod_sliding_window_prefill),
+                 ATTENTION_MOD_KERNEL(mod_sliding_window_ranges));
 const ModKernels kAlibiSoftcap =
-    prefill_only("alibi_softcap", MOD_KERNEL(mod_alibi_softcap_prefill));
-const ModKernels kDocuments = prefill_only("document_mask", MOD_KERNEL(mod_document_mask_prefill),
-                                           MOD_KERNEL(mod_document_mask_ranges));
-const ModKernels kT5 = prefill_only("t5_bias", MOD_KERNEL(mod_t5_bias_prefill));
-const ModKernels kPrefixLm =
-    prefill_only("prefix_lm", MOD_KERNEL(mod_prefix_lm_prefill), MOD_KERNEL(mod_prefix_lm_ranges));
-const ModKernels kTree =
-    prefill_only("tree_mask", MOD_KERNEL(mod_tree_mask_prefill), MOD_KERNEL(mod_tree_mask_ranges));
+    prefill_only("alibi_softcap", ATTENTION_MOD_KERNEL(mod_alibi_softcap_prefill));
+const ModKernels kDocuments =
+    prefill_only("document_mask", ATTENTION_MOD_KERNEL(mod_document_mask_prefill),
+                 ATTENTION_MOD_KERNEL(mod_document_mask_ranges));
+const ModKernels kT5 = prefill_only("t5_bias", ATTENTION_MOD_KERNEL(mod_t5_bias_prefill));
+const ModKernels kPrefixLm = prefill_only("prefix_lm", ATTENTION_MOD_KERNEL(mod_prefix_lm_prefill),
+                                          ATTENTION_MOD_KERNEL(mod_prefix_lm_ranges));
+const ModKernels kTree = prefill_only("tree_mask", ATTENTION_MOD_KERNEL(mod_tree_mask_prefill),
+                                      ATTENTION_MOD_KERNEL(mod_tree_mask_ranges));
 
 struct Shape {
   int64_t B, H, Hkv, Sq, Sk, D, Dv;
@@ -392,7 +392,7 @@ TEST_F(ModAttention, BadArgumentsAreRefusedWithoutWriting) {
             StatusCode::InvalidArgument);
   // A prefill kernel that reads key ranges without the kernel that makes them.
   EXPECT_EQ(
-      attention::mod_attention(prefill_only("causal", MOD_KERNEL(mod_causal_prefill)),
+      attention::mod_attention(prefill_only("causal", ATTENTION_MOD_KERNEL(mod_causal_prefill)),
                                call.q.view(), call.k.view(), call.v.view(), call.out.view(), {})
           .code(),
       StatusCode::InvalidArgument);

@@ -17,14 +17,14 @@ namespace attention_gen {
 
 // Variables shared by every attention Func so schedules can name loops.
 struct AttentionVars {
-  Halide::Var c{"c"};  // value feature (0..Dv)
-  Halide::Var d{"d"};  // query/key feature (0..D)
-  Halide::Var i{"i"};  // query position (0..Sq)
-  Halide::Var j{"j"};  // key position (0..Sk)
-  Halide::Var h{"h"};  // query head (0..H)
-  Halide::Var b{"b"};  // batch (0..B)
-  Halide::Var s{"s"};  // key split
-  Halide::Var p{"p"};  // bf16_pairs: the feature (Q·Kᵀ) or key (P·V) within a pair
+  Halide::Var c{"c"};          // value feature (0..Dv)
+  Halide::Var d{"d"};          // query/key feature (0..D)
+  Halide::Var i{"i"};          // query position (0..Sq)
+  Halide::Var j{"j"};          // key position (0..Sk)
+  Halide::Var h{"h"};          // query head (0..H)
+  Halide::Var b{"b"};          // batch (0..B)
+  Halide::Var s{"s"};          // key split
+  Halide::Var p{"p"};          // bf16_pairs: the feature (Q·Kᵀ) or key (P·V) within a pair
   Halide::Var g{"mod_group"};  // mask_mod's scan and split gathering: the query group
   Halide::Var group_row{"group_row"};  // split gathering: the row within its query group
 };
@@ -145,8 +145,7 @@ inline Halide::Expr is_minus_infinity(const Halide::Expr& x) {
 }
 
 // The scores after the masks and biases of `m` (see algorithm/masks.h for each piece).
-inline Halide::Expr masked_logits(const MaskInputs& m, Halide::Expr score,
-                                  const AttentionVars& x) {
+inline Halide::Expr masked_logits(const MaskInputs& m, Halide::Expr score, const AttentionVars& x) {
   using namespace Halide;
   if (m.score_mod) score = m.score_mod(score, x.i, x.j, x.h, x.b);
   Expr capped = select(m.softcap > 0.0f, apply_softcap(score, m.softcap), score);
@@ -196,10 +195,10 @@ struct VisitedKeys {
 // no split outside them is ever computed.
 // group_visited (may be null): the keys of query group g (rows [g · group, (g + 1) · group)), to
 // gather the splits that meet them (SdpaFuncs::split_gathered).
-inline void combine_splits(SdpaFuncs& f, const Halide::Expr& key_split,
-                           const Halide::Expr& num_splits, const VisitedKeys& visited,
-                           const std::function<VisitedKeys(const Halide::Expr&)>& group_visited = {},
-                           int group = 1) {
+inline void combine_splits(
+    SdpaFuncs& f, const Halide::Expr& key_split, const Halide::Expr& num_splits,
+    const VisitedKeys& visited,
+    const std::function<VisitedKeys(const Halide::Expr&)>& group_visited = {}, int group = 1) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
   Var c = x.c, s = x.s, i = x.i, h = x.h, b = x.b;
@@ -334,30 +333,34 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     // mask_mod's ranges: scanned here, unless given (MaskInputs::mod_keys).
     if (mask.mask_mod && !mask.mod_keys.defined()) mod_key_scan(mask, f, in.seq_k);
     f.r_j = RDom(0, (key_split + kb - 1) / kb * kb, "r_j");
-    Expr first_row = i / group * group;
-    KeyRange range = visible_keys(mask, first_row, first_row + group - 1, b, in.seq_k);
-    Expr lo = max(range.begin, 0) / kb * kb;
-    Expr hi = (range.end + kb - 1) / kb * kb - 1;
-    // The keys query group g visits: the masks' range, narrowed by mask_mod's (scanned) range.
-    // mask_mod's range skips whole splits; the keys of a visited split outside it are hidden by
-    // the logits. Clamped (no-ops on the scan's results) so bounds inference has a range.
-    const auto keys_of_group = [&, kb, group](const Expr& g) {
+    // The keys query group g (rows [g · group, (g + 1) · group)) sees through the masks, in whole
+    // key blocks.
+    const auto masks_keys = [&, kb, group](const Expr& g) {
       const Expr first = g * group;
       const KeyRange r = visible_keys(mask, first, first + group - 1, b, in.seq_k);
-      VisitedKeys v{r.any_row, max(r.begin, 0) / kb * kb, (r.end + kb - 1) / kb * kb - 1};
+      return VisitedKeys{r.any_row, max(r.begin, 0) / kb * kb, (r.end + kb - 1) / kb * kb - 1};
+    };
+    // The same narrowed by mask_mod's (scanned) range, which skips whole splits; the keys of a
+    // visited split outside it are hidden by the logits. Clamped (no-ops on the scan's results)
+    // so bounds inference has a range. masks_keys by value: combine_splits calls this after the
+    // block ends.
+    const auto keys_of_group = [&, masks_keys](const Expr& g) {
+      VisitedKeys v = masks_keys(g);
       if (mask.mod_keys.defined()) {
         v.first = max(v.first, clamp(mask.mod_keys(g, h, b)[0], 0, in.seq_k));
         v.last = min(v.last, clamp(mask.mod_keys(g, h, b)[1], -1, in.seq_k - 1));
       }
       return v;
     };
-    visited = mask.mod_keys.defined() ? keys_of_group(mask.single_group ? Expr(0) : i / group)
-                                      : VisitedKeys{range.any_row, lo, hi};
+    const VisitedKeys row_keys = masks_keys(i / group);
+    Expr lo = row_keys.first, hi = row_keys.last;
+    visited = keys_of_group(mask.single_group ? Expr(0) : i / group);
     if (mask.mod_keys.defined() && !mask.single_group) group_visited = keys_of_group;
     lo = max(lo, first_key);
     hi = min(hi, first_key + key_split - 1);
     Expr raw = first_key + f.r_j;
-    visible_at = [=](const Expr& r) { return range.any_row && r >= lo && r <= hi; };
+    const Expr any_row = row_keys.any_row;
+    visible_at = [=](const Expr& r) { return any_row && r >= lo && r <= hi; };
     f.r_j.where(visible_at(raw));
     // The clamp never changes a key the predicate lets through; it tells bounds inference (which
     // ignores predicates) that a tile's stages only need keys in its range, so the score and

@@ -55,7 +55,6 @@ union ScalarSlot {
   void* handle;
   float f32;
   int32_t i32;
-  uint8_t u8;
   bool b;
 };
 

@@ -20,6 +20,10 @@ struct ModKernel {
   const halide_filter_metadata_t* (*metadata)() = nullptr;
 };
 
+// The ModKernel of a generated function `fn` (its header included): {"fn", fn_argv, fn_metadata}.
+#define ATTENTION_MOD_KERNEL(fn) \
+  ::attention::ModKernel { #fn, fn##_argv, fn##_metadata }
+
 // A mod's kernels, all from the same mod and the same targets as this library's built-in kernels
 // (their tilings pick the key split and the query tiles):
 //   prefill     mod_sdpa query_tiling=prefill: serves every call without a decode kernel
