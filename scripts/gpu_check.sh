@@ -1,26 +1,76 @@
 #!/usr/bin/env bash
-# What a session with a lent NVIDIA GPU runs first, in one command (DEVELOPERS.md): builds everything
-# (every core of the device machine), runs the CUDA suites (the cuda: tests, CudaDevicePointers and
-# the offline CudaPtxAssembles), then bench/gpu_bench, and prints a markdown table
-# (bench/gpu_table.py): the GPU model, the fp32 peak and memory bandwidth computed from its
-# properties, and per shape GFLOP/s, % of peak and, for decode, % of bandwidth. Everything also goes
-# to $OUT (default build/gpu_check/): ctest.txt, gpu_bench.json, table.md; copy the table into
-# bench/RESULTS.md. Exits 1 without an NVIDIA GPU, with the ctest status when a suite fails.
-set -euo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-build=${BUILD_DIR:-$root/build}
-out=${OUT:-$build/gpu_check}
-if ! nvidia-smi -L >/dev/null 2>&1; then
+# What a session with a lent NVIDIA GPU runs first (DEVELOPERS.md). The lent machine cannot
+# install the project (no PyPI there for the Halide wheel), so the binaries are built here and
+# carried:
+#   scripts/gpu_check.sh pack [DIR]   here, after scripts/build.sh: copies the test and benchmark
+#                                     binaries, the shared libraries they need that a CUDA image
+#                                     may lack, and the scripts below into DIR (default .gpu,
+#                                     ignored by git; about 30 MB)
+#   DIR/gpu_check.sh run              there (the device tool: carry DIR): the CUDA suites (the
+#                                     cuda: tests' filter and environment, CudaDevicePointers,
+#                                     CudaStream), bench/gpu_bench, PyTorch's SDPA on the same
+#                                     GPU (bench/torch_sdpa.py) and, where ncu works, the splits
+#                                     kernel's speed-of-light sections at the 4096² shape
+# Everything goes to $OUT (default DIR/out): cuda_suites.txt, cuda_pointers.txt, gpu_bench.json,
+# table.md (bench/gpu_table.py: GFLOP/s, % of the fp32 peak and of the memory bandwidth from the
+# device's properties), torch.txt, ncu.txt; copy the tables into bench/RESULTS.md. Exits 1
+# without an NVIDIA GPU, else with the first failing suite's status.
+set -uo pipefail
+mode=${1:-}
+here=$(cd "$(dirname "$0")" && pwd)
+case "$mode" in
+  pack)
+    root=$(cd "$here/.." && pwd)
+    dir=${2:-$root/.gpu}
+    mkdir -p "$dir"
+    for binary in "$root/build/tests/attention_tests" "$root/build/bench/gpu_bench"; do
+      [[ -x $binary ]] || { echo "gpu_check: $binary missing: run scripts/build.sh first" >&2; exit 1; }
+      strip -o "$dir/$(basename "$binary")" "$binary"
+    done
+    # Google Benchmark is a shared library on Debian; the CUDA image has none.
+    ldd "$root/build/bench/gpu_bench" | awk '/libbenchmark/ {print $3}' | xargs -r cp -L -t "$dir"
+    cp "$root/bench/gpu_table.py" "$root/bench/torch_sdpa.py" "$0" "$dir/"
+    du -sh "$dir"
+    exit 0 ;;
+  run) ;;
+  *) echo "usage: scripts/gpu_check.sh pack [DIR] | DIR/gpu_check.sh run" >&2; exit 2 ;;
+esac
+
+cd "$here"
+export LD_LIBRARY_PATH=$here${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+out=${OUT:-$here/out}
+mkdir -p "$out"
+if ! nvidia-smi -L; then
   echo "gpu_check: no NVIDIA GPU here (nvidia-smi -L failed); nothing to check" >&2
   exit 1
 fi
-nvidia-smi -L
-"$root/scripts/build.sh"
-mkdir -p "$out"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.total,driver_version --format=csv
 status=0
-"$root/.venv/bin/ctest" --test-dir "$build" --output-on-failure -j "$(nproc)" \
-  -R '^(cuda:|CudaDevicePointers|CudaPtxAssembles)' 2>&1 | tee "$out/ctest.txt" || status=$?
-"$build/bench/gpu_bench" --benchmark_repetitions=3 --benchmark_out="$out/gpu_bench.json" \
-  --benchmark_out_format=json
-python3 "$root/bench/gpu_table.py" "$out/gpu_bench.json" | tee "$out/table.md"
+# The cuda: suites (tests/CMakeLists.txt: gpu_suites, ATTENTION_TEST_BACKEND=cuda): host tensors
+# on the CUDA backend, copied to the GPU and back by the library.
+suites='*Sdpa.*:Shards/SdpaSweep.*:Shards/MaskedSdpaSweep.*:Shards/SdpaFuzz.*:'
+suites+='MultiHeadAttention.MatchesReference:MultiHeadAttention.MasksMatchReference:Shards/MhaSweep.*'
+echo "== cuda: suites"
+ATTENTION_TEST_BACKEND=cuda ATTENTION_FUZZ_CASES=500 timeout 300 ./attention_tests \
+  --gtest_filter="$suites" --gtest_brief=1 >"$out/cuda_suites.txt" 2>&1 || status=$?
+grep -E "^\[  (PASSED|FAILED|SKIPPED)|tests? ran" "$out/cuda_suites.txt" | head -20
+echo "== device pointers, streams"
+timeout 120 ./attention_tests --gtest_filter='CudaDevicePointers.*:CudaStream.*:GpuErrors.*' \
+  >"$out/cuda_pointers.txt" 2>&1 || { rc=$?; [[ $status != 0 ]] || status=$rc; }
+grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED) " "$out/cuda_pointers.txt" | head -20
+echo "== gpu_bench"
+timeout 240 ./gpu_bench --benchmark_filter=cuda --benchmark_repetitions=3 \
+  --benchmark_out="$out/gpu_bench.json" --benchmark_out_format=json >"$out/gpu_bench.txt" 2>&1 ||
+  { tail -3 "$out/gpu_bench.txt"; [[ $status != 0 ]] || status=1; }
+python3 gpu_table.py "$out/gpu_bench.json" | tee "$out/table.md"
+echo "== PyTorch SDPA, fp32, same GPU"
+timeout 120 python3 torch_sdpa.py 2>&1 | tee "$out/torch.txt"
+if command -v ncu >/dev/null; then
+  echo "== ncu: the splits kernel at B1_H16_Sq4096_Sk4096_D128"
+  timeout 120 ncu --clock-control none --section SpeedOfLight --section Occupancy \
+    --section LaunchStats -k regex:split_result -c 2 ./gpu_bench \
+    --benchmark_filter='cuda/B1_H16_Sq4096' --benchmark_min_time=0.01 >"$out/ncu.txt" 2>&1
+  grep -E "Duration|Throughput|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Size|Grid Size|Shared Memory Per Block|Limit" \
+    "$out/ncu.txt" | head -30
+fi
 exit $status

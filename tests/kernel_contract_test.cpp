@@ -220,6 +220,17 @@ TEST(KernelContract, TilingParametersAreValidated) {
   EXPECT_EQ(smaller.score_keys, 4);
   EXPECT_EQ(cpu_tiling_error(smaller, 32, true), "");
   EXPECT_EQ(std::string(attention_contract::kCpuTilingParams[1].name), "score_keys");
+
+  // GPU: the splits' kernel lays its threads out feature_block wide, so feature_block must divide
+  // the block's 256 threads (12 does not; 16 does).
+  std::array<int, attention_contract::kGpuTilingParamCount> gpu_values{};
+  gpu_values[7] = 12;
+  ASSERT_EQ(std::string(attention_contract::kGpuTilingParams[7].name), "gpu_feature_block");
+  const auto prefill = attention_contract::gpu_tiling(attention_contract::GpuApi::CUDA, true);
+  EXPECT_TRUE(contains(attention_contract::gpu_tiling_error(with_overrides(prefill, gpu_values)),
+                       "gpu_feature_block=12: must divide the block's 256"));
+  gpu_values[7] = 16;
+  EXPECT_EQ(attention_contract::gpu_tiling_error(with_overrides(prefill, gpu_values)), "");
 }
 
 }  // namespace

@@ -340,6 +340,11 @@ inline std::string gpu_tiling_error(const GpuTiling& t) {
     return "gpu_query_tile=" + v(t.query_tile) + ": " + v(t.score_threads()) + " Q·Kᵀ and " +
            v(t.pv_threads()) + " P·V threads per block, at most 1024";
   }
+  if (t.score_threads() % t.feature_block != 0 || t.pv_threads() % t.feature_block != 0) {
+    // The splits' kernel lays every stage's threads out feature_block wide (schedule/cuda.h).
+    return "gpu_feature_block=" + v(t.feature_block) + ": must divide the block's " +
+           v(t.score_threads()) + " Q·Kᵀ and " + v(t.pv_threads()) + " P·V threads";
+  }
   if (t.score_queries * t.score_keys > 64 || t.pv_queries * t.pv_features > 64) {
     return "gpu_score_queries × gpu_score_keys and gpu_pv_queries × gpu_pv_features: at most 64 "
            "accumulators per thread";

@@ -62,6 +62,23 @@ inline void schedule_sdpa_gpu(SdpaFuncs& f, const GpuTiling& t) {
   RVar d_step("d_step"), d_lane("d_lane");
   const TailStrategy guard = TailStrategy::GuardWithIf, round_up = TailStrategy::RoundUp;
   const int block_threads = std::max(t.score_threads(), t.pv_threads());
+  // Every stage of the splits' kernel lays its threads out as (x: feature_block lanes, y: the
+  // rest), `inner` fastest: Halide launches a block with each dimension's largest extent over its
+  // stages, so stages shaped differently (16 × 16 scores, 32 × 8 P·V, 8 × 32 staged rows, 64 row
+  // statistics) would launch the product of the maxima, 2048 threads at the prefill tiling, over
+  // CUDA's 1024 per block (PoCL accepts it). The linear thread index, and so the warps, stay the
+  // same. gpu_tiling_error checks that feature_block divides each stage's threads.
+  const int lanes = t.feature_block;
+  Var thread("thread"), thread_x("thread_x"), thread_y("thread_y");
+  auto block_threads_of = [&](Stage stage, const VarOrRVar& inner, const VarOrRVar& outer) {
+    stage.fuse(inner, outer, thread)
+        .split(thread, thread_y, thread_x, lanes, round_up)
+        .gpu_threads(thread_x, thread_y);
+  };
+  auto row_threads_of = [&](Stage stage) {
+    stage.split(x.i, thread_y, thread_x, std::min(lanes, t.query_tile), guard)
+        .gpu_threads(thread_x, thread_y);
+  };
   // Registers belong to one GPU thread: every accumulator below is computed inside the loops over
   // threads (a Func stored in registers outside them gives each thread a private copy of the
   // whole block's array, in local memory).
@@ -77,9 +94,9 @@ inline void schedule_sdpa_gpu(SdpaFuncs& f, const GpuTiling& t) {
       .split(i_in, i_t, i_r, t.pv_queries, round_up)
       .reorder(c_r, i_r, c_t, i_t, c_pass, x.s, tile, hb)
       .gpu_blocks(x.s, tile, hb)
-      .gpu_threads(c_t, i_t)
       .unroll(c_r)
       .unroll(i_r);
+  block_threads_of(f.split_result, c_t, i_t);
   const LoopLevel block(f.split_result, x.s);
 
   // Q·Kᵀ: the split's scores in shared memory (queries innermost: the row statistics' threads
@@ -92,7 +109,8 @@ inline void schedule_sdpa_gpu(SdpaFuncs& f, const GpuTiling& t) {
         .split(x.i, i_t, i_r, t.score_queries, round_up);
     std::vector<VarOrRVar> order = {i_r, j_r, j_t, i_t};
     order.insert(order.end(), outer.begin(), outer.end());
-    stage.reorder(order).gpu_threads(j_t, i_t).unroll(j_r).unroll(i_r);
+    stage.reorder(order).unroll(j_r).unroll(i_r);
+    block_threads_of(stage, j_t, i_t);
   };
   const RVar feature_in_block(f.r_d.x), feature_block(f.r_d.y);
   Func partial = f.scores.update().rfactor(feature_block, chunk);
@@ -101,8 +119,8 @@ inline void schedule_sdpa_gpu(SdpaFuncs& f, const GpuTiling& t) {
     score_tile(stage, {});
   }
   score_tile(f.scores.update(), {feature_block});
-  schedule_register_partial(partial, LoopLevel(f.scores, j_t), x.i, x.j, feature_in_block, d_step,
-                            d_lane);
+  schedule_register_partial(partial, LoopLevel(f.scores, thread_x), x.i, x.j, feature_in_block,
+                            d_step, d_lane);
   // The staged blocks: a thread per (feature, row), rows in rounds of the block's threads.
   const LoopLevel staged(f.scores, feature_block);
   for (Func operand : {f.q_scaled, f.keys}) {
@@ -117,14 +135,16 @@ inline void schedule_sdpa_gpu(SdpaFuncs& f, const GpuTiling& t) {
   // Row statistics: a thread per query, the split's keys in a loop (the logits, scores with
   // masks, are computed where they are read).
   for (Func stat : {f.row_max, f.row_sum}) {
-    stat.compute_at(block).gpu_threads(x.i);
-    stat.update().gpu_threads(x.i);
+    stat.compute_at(block);
+    row_threads_of(stat);
+    row_threads_of(stat.update());
   }
-  f.split_lse.compute_at(block).gpu_threads(x.i);
+  f.split_lse.compute_at(block);
+  row_threads_of(f.split_lse);
 
   // P·V: each thread's pv_queries × pv_features outputs accumulate in registers over the split's
   // keys, inside split_result's loops over threads.
-  f.weighted_sum.compute_at(f.split_result, c_t).unroll(x.c).unroll(x.i);
+  f.weighted_sum.compute_at(f.split_result, thread_x).unroll(x.c).unroll(x.i);
   f.weighted_sum.update().reorder(x.c, x.i, f.r_j).unroll(x.c).unroll(x.i);
 
   // The combine: per row, the largest split logsumexp and the weight total (a kernel each, a
@@ -242,10 +262,15 @@ inline void schedule_linear_gpu(LinearFuncs& f, const GpuLinearTiling& tiling) {
       .split(x_row, o, in, threads / k_block, guard)
       .reorder(x_args[0], in, o)
       .gpu_threads(x_args[0], in);
+  // The weight's (column, round row) threads re-split as (x: 16, y: the rest): its tile-wide x
+  // would otherwise launch tile × 16 threads, four times the block's (see schedule_sdpa_gpu).
+  Var w_thread("w_thread"), w_x("w_x"), w_y("w_y");
   w_block.compute_at(staged)
       .split(w_args[1], o, in, threads / tile, guard)
       .reorder(w_args[0], in, o)
-      .gpu_threads(w_args[0], in);
+      .fuse(w_args[0], in, w_thread)
+      .split(w_thread, w_y, w_x, tile / 4, guard)
+      .gpu_threads(w_x, w_y);
 }
 
 }  // namespace attention_gen

@@ -146,6 +146,13 @@ int release_cuda_context(void* user_context) {
 
 }  // namespace
 
+Device device_of(const std::vector<NamedView>& tensors) {
+  for (const NamedView& t : tensors) {
+    if (given(*t.view)) return t.view->device;
+  }
+  return Device::CPU;
+}
+
 Status resolve_backend(Backend backend, const std::vector<NamedView>& tensors, Run* run) {
   // Absent optional views (no data, no rank) carry no device.
   const NamedView* first = nullptr;

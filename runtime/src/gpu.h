@@ -16,8 +16,9 @@ namespace attention::detail {
 
 enum class Run { CPU, CUDA, OpenCL };
 
-// The device every tensor of a call must be on for `run`.
-inline Device device_of(Run run) { return run == Run::CUDA ? Device::CUDA : Device::CPU; }
+// The device of a call's tensors, which resolve_backend found to be one: the first given view's
+// (CPU when none is given). Run::CUDA takes host tensors too, copied to the GPU and back.
+Device device_of(const std::vector<NamedView>& tensors);
 
 // Resolves options.backend against the tensors of a call (`tensors`: every view given, inputs and
 // outputs, named): all on one device, a backend that reads that device, and available here.

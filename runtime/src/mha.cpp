@@ -313,7 +313,7 @@ bool same_view(const TensorView& a, const TensorView& b) {
 // additive mask) widened exactly, the fp32 block, and out rounded once. attention_weights is fp32.
 Status run_mha_half(detail::Run run, const TensorView& x_q, const TensorView& x_kv,
                     const MhaWeights& weights, const TensorView& out, const MhaOptions& options) {
-  if (run == detail::Run::CUDA) {
+  if (x_q.device == Device::CUDA) {  // host half tensors are widened here for any backend
     return detail::half_on_cuda_unsupported("x_q, x_kv, weights, out");
   }
   detail::Fp32Output result;
@@ -369,14 +369,14 @@ Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
   MhaShape s{};
   Projections p;
   ATTENTION_RETURN_IF_ERROR(
-      check_mha_args(x_q, x_kv, weights, out, options, detail::device_of(run), &s, &p));
+      check_mha_args(x_q, x_kv, weights, out, options, detail::device_of(tensors), &s, &p));
   if (run != detail::Run::CPU) ATTENTION_RETURN_IF_ERROR(detail::check_gpu_strides(tensors));
   if (s.B == 0 || s.Sq == 0) return Status::ok_status();
   for (const detail::NamedView& t : tensors) {
     if (detail::is_half(t.view->dtype)) return run_mha_half(run, x_q, x_kv, weights, out, options);
   }
   if (s.Sk == 0) {
-    if (run == detail::Run::CUDA) {
+    if (x_q.device == Device::CUDA) {
       return Status::error(StatusCode::Unsupported,
                            "x_kv: Sk = 0 is not supported for Device::CUDA tensors yet");
     }

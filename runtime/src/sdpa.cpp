@@ -269,11 +269,11 @@ Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorVie
                                           {&m.additive_mask, "mask.additive_mask"}};
   ATTENTION_RETURN_IF_ERROR(resolve_backend(options.backend, tensors, run));
   ATTENTION_RETURN_IF_ERROR(check_cuda_stream(options.gpu, "gpu", *run));
-  ATTENTION_RETURN_IF_ERROR(check_sdpa_args(q, k, v, out, options, device_of(*run)));
+  ATTENTION_RETURN_IF_ERROR(check_sdpa_args(q, k, v, out, options, device_of(tensors)));
   if (*run == Run::CPU) return Status::ok_status();
   ATTENTION_RETURN_IF_ERROR(check_gpu_strides(tensors));
   if (out.numel() == 0) return Status::ok_status();
-  if (*run == Run::CUDA) {
+  if (q.device == Device::CUDA) {  // host tensors: converted and zero-filled on the host
     for (const TensorView* t : {&q, &k, &v, &out, &m.additive_mask}) {
       if (is_half(t->dtype)) return half_on_cuda_unsupported("q, k, v, out");
     }
@@ -282,7 +282,7 @@ Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorVie
                            "k: Sk = 0 is not supported for Device::CUDA tensors yet");
     }
   }
-  if (k.shape[2] == 0) return Status::ok_status();  // OpenCL: the zeros are written on the host
+  if (k.shape[2] == 0) return Status::ok_status();  // host tensors: the zeros are written there
 #if ATTENTION_GPU
   // The workspace plan of the kernel that will serve the call (run_gpu plans it again).
   const SdpaRow& row = sdpa_row(*run);
@@ -307,7 +307,7 @@ Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const
     if (detail::is_half(t->dtype)) return run_half(run, q, k, v, out, options);
   }
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
-  if (k.shape[2] == 0) {  // no keys: every row is fully masked (CUDA refused by the checks)
+  if (k.shape[2] == 0) {  // no keys: every row is fully masked (CUDA tensors refused by the checks)
     detail::write_rows_without_keys(out, options.logsumexp);
     return Status::ok_status();
   }

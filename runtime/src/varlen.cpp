@@ -106,7 +106,7 @@ Status scaled_dot_product_attention_varlen(const TensorView& q, const TensorView
       {&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}, {&options.logsumexp, "logsumexp"}};
   ATTENTION_RETURN_IF_ERROR(detail::resolve_backend(options.backend, tensors, &run));
   ATTENTION_RETURN_IF_ERROR(detail::check_cuda_stream(options.gpu, "gpu", run));
-  const Device device = detail::device_of(run);
+  const Device device = detail::device_of(tensors);
   ATTENTION_RETURN_IF_ERROR(detail::check_float_view(q, "q", 3, "[Tq, H, D]", device));
   ATTENTION_RETURN_IF_ERROR(detail::check_float_view(k, "k", 3, "[Tk, Hkv, D]", device));
   ATTENTION_RETURN_IF_ERROR(detail::check_float_view(v, "v", 3, "[Tk, Hkv, Dv]", device));
