@@ -311,8 +311,8 @@ bool same_view(const TensorView& a, const TensorView& b) {
 
 // A call with a Float16 or BFloat16 tensor: every half input (x_q, x_kv, weights, biases, the
 // additive mask) widened exactly, the fp32 block, and out rounded once. attention_weights is fp32.
-Status run_mha_half(detail::Run run, const TensorView& x_q, const TensorView& x_kv,
-                    const MhaWeights& weights, const TensorView& out, const MhaOptions& options) {
+Status run_mha_half(const TensorView& x_q, const TensorView& x_kv, const MhaWeights& weights,
+                    const TensorView& out, const MhaOptions& options) {
   if (x_q.device == Device::CUDA) {  // host half tensors are widened here for any backend
     return detail::half_on_cuda_unsupported("x_q, x_kv, weights, out");
   }
@@ -373,7 +373,7 @@ Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
   if (run != detail::Run::CPU) ATTENTION_RETURN_IF_ERROR(detail::check_gpu_strides(tensors));
   if (s.B == 0 || s.Sq == 0) return Status::ok_status();
   for (const detail::NamedView& t : tensors) {
-    if (detail::is_half(t.view->dtype)) return run_mha_half(run, x_q, x_kv, weights, out, options);
+    if (detail::is_half(t.view->dtype)) return run_mha_half(x_q, x_kv, weights, out, options);
   }
   if (s.Sk == 0) {
     if (x_q.device == Device::CUDA) {
