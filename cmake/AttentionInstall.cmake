@@ -69,6 +69,17 @@ endif ()
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/runtime/include/attention"
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(FILES "${PROJECT_SOURCE_DIR}/LICENSE" DESTINATION ${CMAKE_INSTALL_DATADIR}/attention)
+# Mods (attention_add_mod_library): the header a mod is written against, and the sources of the
+# generator that compiles mods into kernels.
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/generators/include/attention/generator"
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/attention)
+set(ATTENTION_GENERATOR_SOURCES_DIR ${CMAKE_INSTALL_DATADIR}/attention/generators)
+install(DIRECTORY "${PROJECT_SOURCE_DIR}/generators/algorithm" "${PROJECT_SOURCE_DIR}/generators/schedule"
+                  "${PROJECT_SOURCE_DIR}/generators/contract"
+        DESTINATION ${ATTENTION_GENERATOR_SOURCES_DIR} FILES_MATCHING PATTERN "*.h")
+install(FILES "${PROJECT_SOURCE_DIR}/generators/sdpa_generator.cpp"
+              "${PROJECT_SOURCE_DIR}/generators/generator_inputs.h"
+        DESTINATION ${ATTENTION_GENERATOR_SOURCES_DIR})
 
 # What a consumer must link besides the archive: the GPU backends' dlopen and Halide's thread pool.
 set(ATTENTION_PACKAGE_LIBS "-ldl -lpthread -lm")
@@ -78,12 +89,14 @@ set(config_dir ${CMAKE_INSTALL_LIBDIR}/cmake/attention)
 configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/attentionConfig.cmake.in"
                               "${PROJECT_BINARY_DIR}/package/attentionConfig.cmake"
                               INSTALL_DESTINATION ${config_dir}
-                              PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_LIBDIR)
+                              PATH_VARS CMAKE_INSTALL_INCLUDEDIR CMAKE_INSTALL_LIBDIR
+                                        ATTENTION_GENERATOR_SOURCES_DIR)
 write_basic_package_version_file("${PROJECT_BINARY_DIR}/package/attentionConfigVersion.cmake"
                                  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
 install(FILES "${PROJECT_BINARY_DIR}/package/attentionConfig.cmake"
               "${PROJECT_BINARY_DIR}/package/attentionConfigVersion.cmake"
               "${PROJECT_SOURCE_DIR}/cmake/attentionKernelLibrary.cmake"
+              "${PROJECT_SOURCE_DIR}/cmake/attentionModLibrary.cmake"
         DESTINATION ${config_dir})
 # attention.pc finds the prefix from its own place (pkg-config's pcfiledir): relocatable too.
 file(RELATIVE_PATH ATTENTION_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")

@@ -4,8 +4,9 @@
 #
 # Native (no TOOLCHAIN):
 #   1. CMake: the consumer against the prebuilt library, beside its own Halide pipeline (Halide's
-#      package at HALIDE_DIR), and consumer_generated with a kernel library that
-#      attention_add_kernel_library() generates for KERNEL_TARGETS; both run;
+#      package at HALIDE_DIR), consumer_generated with a kernel library that
+#      attention_add_kernel_library() generates for KERNEL_TARGETS, and consumer_mods_check with
+#      the consumer's own mods that attention_add_mod_library() compiles; all run;
 #   2. attention-gen, run by hand with the same arguments, writes byte-identical kernels;
 #   3. bad calls of the function and of the tool stop with a message naming the bad value;
 #   4. make + pkg-config against the prebuilt library.
@@ -70,7 +71,7 @@ endif ()
 # 1. CMake: find_package(attention CONFIG) from the prefix alone (no package registry, no build tree).
 run(${configure} -B "${WORK_DIR}/cmake-build" "-DCMAKE_PREFIX_PATH=${prefix}"
     "-DCONSUMER_KERNEL_TARGETS=${KERNEL_TARGETS}" -DCONSUMER_APP_PIPELINE=ON
-    "-DHalide_DIR=${HALIDE_DIR}")
+    "-DHalide_DIR=${HALIDE_DIR}" -DCONSUMER_MODS=ON "-DCONSUMER_MOD_TARGETS=${KERNEL_TARGETS}")
 file(STRINGS "${WORK_DIR}/cmake-build/CMakeCache.txt" found REGEX "^attention_DIR:")
 if (NOT found MATCHES "=${prefix}/")
   message(FATAL_ERROR "the consumer found attention outside the install prefix: ${found}")
@@ -78,6 +79,7 @@ endif ()
 run("${CMAKE_COMMAND}" --build "${WORK_DIR}/cmake-build")
 run("${WORK_DIR}/cmake-build/consumer")
 run("${WORK_DIR}/cmake-build/consumer_generated")
+run("${WORK_DIR}/cmake-build/consumer_mods_check")
 
 # 2. The tool by hand, with the function's inputs: the same bytes.
 set(gen "${prefix}/bin/attention-gen")
@@ -104,6 +106,9 @@ expect_failure("unknown kernel 'flash'" "${gen}" --name k --kernels flash --targ
 expect_failure("unknown schedule parameter 'tile'" "${gen}" --name k --kernels sdpa --targets
                "${KERNEL_TARGETS}" --schedule tile=4 --out "${WORK_DIR}/bad")
 run("${gen}" --list)
+expect_failure("DECODE names 'causal', which is in neither MODS nor MASK_MODS" ${configure}
+               -B "${WORK_DIR}/bad-mods" "-DCMAKE_PREFIX_PATH=${prefix}" -DCONSUMER_MODS=ON
+               "-DHalide_DIR=${HALIDE_DIR}" -DCONSUMER_MOD_DECODE=causal)
 
 # 4. make + pkg-config.
 set(ENV{PKG_CONFIG_PATH} "${prefix}/${LIBDIR}/pkgconfig")
