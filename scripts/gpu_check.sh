@@ -47,15 +47,16 @@ fi
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,memory.total,driver_version --format=csv
 status=0
 # The cuda: suites (tests/CMakeLists.txt: gpu_suites, ATTENTION_TEST_BACKEND=cuda): host tensors
-# on the CUDA backend, copied to the GPU and back by the library.
+# on the CUDA backend, copied to the GPU and back by the library. Line-buffered (stdbuf): a suite
+# stopped by its timeout still leaves its output.
 suites='*Sdpa.*:Shards/SdpaSweep.*:Shards/MaskedSdpaSweep.*:Shards/SdpaFuzz.*:'
 suites+='MultiHeadAttention.MatchesReference:MultiHeadAttention.MasksMatchReference:Shards/MhaSweep.*'
 echo "== cuda: suites"
-ATTENTION_TEST_BACKEND=cuda ATTENTION_FUZZ_CASES=500 timeout 300 ./attention_tests \
+ATTENTION_TEST_BACKEND=cuda ATTENTION_FUZZ_CASES=500 timeout 300 stdbuf -oL ./attention_tests \
   --gtest_filter="$suites" --gtest_brief=1 >"$out/cuda_suites.txt" 2>&1 || status=$?
 grep -E "^\[  (PASSED|FAILED|SKIPPED)|tests? ran" "$out/cuda_suites.txt" | head -20
 echo "== device pointers, streams"
-timeout 120 ./attention_tests --gtest_filter='CudaDevicePointers.*:CudaStream.*:GpuErrors.*' \
+timeout 120 stdbuf -oL ./attention_tests --gtest_filter='CudaDevicePointers.*:CudaStream.*:GpuErrors.*' \
   >"$out/cuda_pointers.txt" 2>&1 || { rc=$?; [[ $status != 0 ]] || status=$rc; }
 grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED) " "$out/cuda_pointers.txt" | head -20
 echo "== gpu_bench"

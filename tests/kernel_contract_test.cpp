@@ -40,7 +40,7 @@ TEST(KernelContract, EverySlotHoldsAKernelBuiltForItsRole) {
       return slot.family.size() >= suffix.size() &&
              slot.family.compare(slot.family.size() - suffix.size(), suffix.size(), suffix) == 0;
     };
-    const std::string kv_type = ends_with("_f16kv")          ? "float16"
+    const std::string kv_type = ends_with("_f16kv")            ? "float16"
                                 : ends_with("_bf16kv") || bf16 ? "bfloat16"
                                                                : "";
     EXPECT_EQ(build_param(*build, "kv_type"), kv_type);
@@ -222,14 +222,14 @@ TEST(KernelContract, TilingParametersAreValidated) {
   EXPECT_EQ(std::string(attention_contract::kCpuTilingParams[1].name), "score_keys");
 
   // GPU: the splits' kernel lays its threads out feature_block wide, so feature_block must divide
-  // the block's 256 threads (12 does not; 16 does).
+  // the block's Q·Kᵀ and P·V threads (128 and 256 at the prefill tiling: 12 does not; 8 does).
   std::array<int, attention_contract::kGpuTilingParamCount> gpu_values{};
   gpu_values[7] = 12;
   ASSERT_EQ(std::string(attention_contract::kGpuTilingParams[7].name), "gpu_feature_block");
   const auto prefill = attention_contract::gpu_tiling(attention_contract::GpuApi::CUDA, true);
   EXPECT_TRUE(contains(attention_contract::gpu_tiling_error(with_overrides(prefill, gpu_values)),
-                       "gpu_feature_block=12: must divide the block's 256"));
-  gpu_values[7] = 16;
+                       "gpu_feature_block=12: must divide the block's 128 Q·Kᵀ and 256 P·V"));
+  gpu_values[7] = 8;
   EXPECT_EQ(attention_contract::gpu_tiling_error(with_overrides(prefill, gpu_values)), "");
 }
 

@@ -125,15 +125,19 @@ constexpr GpuTiling gpu_tiling(GpuApi api, bool wide_queries) {
   (void)api;  // one tiling for both today
   GpuTiling t{};
   if (wide_queries) {
-    // 64 queries × 64 keys: 16 × 16 threads of 4 × 4 scores (8 loads of 4 floats feed 64 FMAs).
-    // P·V: 8 × 32 threads of 8 queries × 4 features (2 loads of weights, 4 of v: 32 FMAs).
+    // 64 queries × 64 keys: 8 × 16 threads of 8 × 4 scores (12 loads of 4 floats feed 128
+    // FMAs), q and k staged 16 features at a time. P·V: 8 × 32 threads of 8 queries × 4 features
+    // (2 loads of weights, 4 of v: 32 FMAs). Measured on an H200 against the 4 × 4 tiles staged
+    // 8 features at a time (scripts/gpu_tiling_sweep.sh, bench/RESULTS.md): 1.26× at
+    // 1×16×4096²×128, 1.18× at 1×8×2048²×64; other query tiles, splits and P·V tiles were slower.
     t.query_tile = 64;
     t.split_keys = 64;
-    t.score_queries = 4;
+    t.score_queries = 8;
     t.score_keys = 4;
     t.pv_queries = 8;
     t.pv_features = 4;
     t.feature_threads = 32;
+    t.feature_block = 16;
   } else {
     // One or two queries (Sq <= kDecodeMaxQueries): each key and value is used at most twice, so
     // the tiles run along keys and features; a block streams 128 keys.
@@ -144,8 +148,8 @@ constexpr GpuTiling gpu_tiling(GpuApi api, bool wide_queries) {
     t.pv_queries = 2;
     t.pv_features = 4;
     t.feature_threads = 64;
+    t.feature_block = 8;
   }
-  t.feature_block = 8;
   t.key_block = 1;
   return t;
 }

@@ -64,9 +64,9 @@ inline void schedule_sdpa_gpu(SdpaFuncs& f, const GpuTiling& t) {
   const int block_threads = std::max(t.score_threads(), t.pv_threads());
   // Every stage of the splits' kernel lays its threads out as (x: feature_block lanes, y: the
   // rest), `inner` fastest: Halide launches a block with each dimension's largest extent over its
-  // stages, so stages shaped differently (16 × 16 scores, 32 × 8 P·V, 8 × 32 staged rows, 64 row
-  // statistics) would launch the product of the maxima, 2048 threads at the prefill tiling, over
-  // CUDA's 1024 per block (PoCL accepts it). The linear thread index, and so the warps, stay the
+  // stages, so stages shaped differently would launch the product of the maxima (16 × 16 scores,
+  // 32 × 8 P·V, 8 × 32 staged rows and 64 row statistics made 2048 threads), over CUDA's 1024 per
+  // block (PoCL accepts it). The linear thread index, and so the warps, stay the
   // same. gpu_tiling_error checks that feature_block divides each stage's threads.
   const int lanes = t.feature_block;
   Var thread("thread"), thread_x("thread_x"), thread_y("thread_y");
