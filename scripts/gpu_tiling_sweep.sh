@@ -9,7 +9,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:-$root/.gpu/sweep}
 generator=$root/build/generators/attention_generators
-halide=$root/.venv/lib/python3.11/site-packages/halide
+halide=$(echo "$root"/.venv/lib/python3*/site-packages/halide)
 # API=opencl: the same variants for OpenCL (PoCL here), run with `small` to check their outputs.
 api=${API:-cuda}
 target=x86-64-linux-sse41-cuda-cuda_capability_80-user_context-no_runtime
