@@ -49,9 +49,9 @@ double run_ms(const Variant& v, Buffer& q, Buffer& k, Buffer& vv, Buffer& out, B
 // variants' outputs before a GPU is at hand.
 int main(int argc, char** argv) {
 #if SWEEP_OPENCL
-  const halide_device_interface_t* cuda = halide_opencl_device_interface();
+  const halide_device_interface_t* device = halide_opencl_device_interface();
 #else
-  const halide_device_interface_t* cuda = halide_cuda_device_interface();
+  const halide_device_interface_t* device = halide_cuda_device_interface();
 #endif
   const bool small = argc > 1 && std::string(argv[1]) == "small";
   std::vector<Shape> shapes = {{1, 16, 4096, 128}, {1, 8, 2048, 64}};
@@ -66,10 +66,10 @@ int main(int argc, char** argv) {
     for (Buffer* b : {&q, &k, &v}) {
       b->for_each_value([&](float& x) { x = uniform(rng); });
       b->set_host_dirty();
-      b->copy_to_device(cuda);
+      b->copy_to_device(device);
     }
-    out.device_malloc(cuda);
-    lse.device_malloc(cuda);
+    out.device_malloc(device);
+    lse.device_malloc(device);
     const float scale = 1.0f / std::sqrt(static_cast<float>(s.D));
     const double flops = 4.0 * s.B * s.H * double(s.S) * s.S * s.D;
     const std::string shape = std::to_string(s.B) + "x" + std::to_string(s.H) + "x" +
@@ -80,7 +80,7 @@ int main(int argc, char** argv) {
       out.set_device_dirty(false);  // the last timing's results are not read
       out.fill(NAN);
       out.set_host_dirty();
-      out.copy_to_device(cuda);
+      out.copy_to_device(device);
       if (variant.function(nullptr, q, k, v, scale, variant.split_keys, out, lse) != 0) {
         std::printf("| %s | %s | failed | | |\n", shape.c_str(), variant.name);
         continue;

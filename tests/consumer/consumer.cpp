@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "consumer_checks.h"
 #if CONSUMER_GENERATED
 #include "consumer_kernels.h"
 #endif
@@ -34,32 +35,10 @@ extern "C" int mha_f32(int x) { return 2 * x; }
 
 namespace {
 
-const float kPoison = std::numeric_limits<float>::quiet_NaN();
-int failures = 0;
-
-std::vector<float> random_values(size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> values(n);
-  for (float& x : values) x = dist(rng);
-  return values;
-}
-
-// max |a - ref| <= 2e-5 · max(1, max |ref|) and relative L2 <= 1e-5 (the library's fp32 rule).
-void expect_close(const char* what, const std::vector<float>& got, const std::vector<double>& ref) {
-  double max_err = 0, max_ref = 0, err2 = 0, ref2 = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double e = std::fabs(double(got[i]) - ref[i]);
-    max_err = std::isnan(got[i]) ? INFINITY : std::max(max_err, e);
-    max_ref = std::max(max_ref, std::fabs(ref[i]));
-    err2 += e * e;
-    ref2 += ref[i] * ref[i];
-  }
-  const double rel_l2 = std::sqrt(err2 / std::max(ref2, 1e-300));
-  const bool ok = max_err <= 2e-5 * std::max(1.0, max_ref) && rel_l2 <= 1e-5;
-  std::printf("%-34s max abs error %.2e, relative L2 %.2e: %s\n", what, max_err, rel_l2,
-              ok ? "ok" : "FAILED");
-  failures += !ok;
-}
+using consumer_checks::expect_close;
+using consumer_checks::failures;
+using consumer_checks::kPoison;
+using consumer_checks::random_values;
 
 // Grouped-query SDPA, bottom-right causal or unmasked.
 // `bf16_cache`: k and v stored as BFloat16 (converted with attention::convert_dtype; the

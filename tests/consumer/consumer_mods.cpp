@@ -11,14 +11,19 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
-#include <limits>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "consumer_checks.h"
+
 namespace {
 
-int failures = 0;
+using consumer_checks::expect_close;
+using consumer_checks::failures;
+using consumer_checks::kPoison;
+using consumer_checks::random_values;
 
 void fail(const std::string& what) {
   std::printf("FAIL: %s\n", what.c_str());
@@ -63,30 +68,18 @@ std::vector<double> reference(const std::vector<float>& q, const std::vector<flo
 void check(const char* what, const attention::ModKernels& kernels, int64_t B, int64_t H, int64_t Sq,
            int64_t Sk, int64_t D, const std::vector<attention::ModArgument>& arguments,
            const ScoreMod& score_mod, const MaskMod& mask_mod, std::mt19937& rng) {
-  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
-  std::vector<float> q(B * H * Sq * D), k(B * H * Sk * D), v(B * H * Sk * D);
-  for (auto* t : {&q, &k, &v}) {
-    for (float& x : *t) x = uniform(rng);
-  }
-  std::vector<float> out(B * H * Sq * D, std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> q = random_values(B * H * Sq * D, rng), k = random_values(B * H * Sk * D, rng),
+                     v = random_values(B * H * Sk * D, rng);
+  std::vector<float> out(B * H * Sq * D, kPoison);
   using attention::TensorView;
+  auto view = [](std::vector<float>& t, std::initializer_list<int64_t> shape) {
+    return TensorView::contiguous(t.data(), shape);
+  };
   const attention::Status status =
-      attention::mod_attention(kernels, TensorView::contiguous(q.data(), {B, H, Sq, D}),
-                               TensorView::contiguous(k.data(), {B, H, Sk, D}),
-                               TensorView::contiguous(v.data(), {B, H, Sk, D}),
-                               TensorView::contiguous(out.data(), {B, H, Sq, D}), arguments);
+      attention::mod_attention(kernels, view(q, {B, H, Sq, D}), view(k, {B, H, Sk, D}),
+                               view(v, {B, H, Sk, D}), view(out, {B, H, Sq, D}), arguments);
   if (!status.ok()) return fail(std::string(what) + ": " + status.message());
-  const std::vector<double> expected = reference(q, k, v, B, H, Sq, Sk, D, score_mod, mask_mod);
-  double worst = 0;
-  for (size_t n = 0; n < out.size(); ++n) {
-    const double error = std::abs(out[n] - expected[n]);
-    if (!(error <= 2e-5 + 1e-4 * std::abs(expected[n]))) {
-      return fail(std::string(what) + ": element " + std::to_string(n) + " is " +
-                  std::to_string(out[n]) + ", expected " + std::to_string(expected[n]));
-    }
-    worst = std::max(worst, error);
-  }
-  std::printf("ok: %s (largest error %.2g)\n", what, worst);
+  expect_close(what, out, reference(q, k, v, B, H, Sq, Sk, D, score_mod, mask_mod));
 }
 
 }  // namespace
@@ -119,7 +112,7 @@ int main() {
       [](int64_t, int64_t) { return true; }, rng);
 
   // A mod input left out: refused, naming it, and out untouched.
-  std::vector<float> q(16, 0.5f), out(16, std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> q(16, 0.5f), out(16, kPoison);
   const auto view = attention::TensorView::contiguous(q.data(), {1, 1, 1, 16});
   const attention::Status missing =
       attention::mod_attention(consumer_mods::head_bias(), view, view, view,
