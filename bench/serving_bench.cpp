@@ -9,7 +9,9 @@
 //     all, so no call finds it in L3; GB/s counts the K and V bytes read;
 //   - rope/apply: apply_rotary_embedding alone (GB/s of x read and out written), and
 //     rope/separate_pass: rotating q and k, then SDPA, against rope/sdpa_alone: the same SDPA on
-//     already rotated q and k (what RoPE adds to a prefill call when it is a separate pass).
+//     already rotated q and k (what RoPE adds to a prefill call when it is a separate pass), and
+//     rope/fused: the call with SdpaOptions::rope (the rotation inside the prefill kernel), its
+//     output checked against the separate pass's.
 // Every output is checked once against the other's before timing.
 #include <attention/attention.h>
 #include <benchmark/benchmark.h>
@@ -309,7 +311,7 @@ std::string rope_name(const RopeShape& s) {
          "x" + std::to_string(s.seq) + "x" + std::to_string(s.d);
 }
 
-enum class RopeRun { kApply, kSeparatePass, kSdpaAlone };
+enum class RopeRun { kApply, kSeparatePass, kSdpaAlone, kFused };
 
 void run_rope(benchmark::State& state, RopeShape s, RopeRun what) {
   using attention::TensorView;
@@ -322,7 +324,12 @@ void run_rope(benchmark::State& state, RopeShape s, RopeRun what) {
   auto view = [&](std::vector<float>& t) { return TensorView::contiguous(t.data(), {B, H, S, D}); };
   attention::SdpaOptions options;
   options.mask.causal = attention::Causal::TopLeft;
+  attention::SdpaOptions fused = options;
+  fused.rope = attention::RopeOptions{};
   auto step = [&]() {
+    if (what == RopeRun::kFused) {
+      return attention::scaled_dot_product_attention(view(q), view(k), view(v), view(out), fused);
+    }
     attention::Status status = attention::Status::ok_status();
     if (what != RopeRun::kSdpaAlone) {
       status = attention::apply_rotary_embedding(view(q), view(q_rot));
@@ -338,6 +345,19 @@ void run_rope(benchmark::State& state, RopeShape s, RopeRun what) {
   for (auto [from, to] : {std::pair{&q, &q_rot}, {&k, &k_rot}}) {
     const attention::Status status = attention::apply_rotary_embedding(view(*from), view(*to));
     if (!status) fail("rope/" + rope_name(s) + ": " + status.message());
+  }
+  if (what == RopeRun::kFused) {
+    std::vector<float> separate(n);
+    attention::Status status = attention::scaled_dot_product_attention(
+        view(q_rot), view(k_rot), view(v), view(separate), options);
+    if (status) status = step();
+    if (!status) fail("rope/fused/" + rope_name(s) + ": " + status.message());
+    for (int64_t i = 0; i < n; ++i) {
+      if (!(std::abs(out[i] - separate[i]) <= 1e-4f * std::max(1.0f, std::abs(separate[i])))) {
+        fail("rope/fused/" + rope_name(s) + ": element " + std::to_string(i) + " is " +
+             std::to_string(out[i]) + ", the separate pass gives " + std::to_string(separate[i]));
+      }
+    }
   }
   bool all_ok = true;
   for (auto _ : state) {
@@ -370,6 +390,11 @@ void register_serving_benchmarks() {
     register_timed("rope/separate_pass/" + rope_name(s),
                    [](benchmark::State& state, RopeShape shape) {
                      run_rope(state, shape, RopeRun::kSeparatePass);
+                   },
+                   s);
+    register_timed("rope/fused/" + rope_name(s),
+                   [](benchmark::State& state, RopeShape shape) {
+                     run_rope(state, shape, RopeRun::kFused);
                    },
                    s);
     register_timed("rope/sdpa_alone/" + rope_name(s),

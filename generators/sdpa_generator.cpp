@@ -242,11 +242,19 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
       Produces::Attention,
       {{"attention", Produces::Attention}, {"weights", Produces::Weights}}};
 
+  // Rotary embeddings fused in (prefill, dot-product attention on fp32 CPU targets): q and k are
+  // rotated as they are read, key j of batch b at position rope_positions(b) + j and query row i
+  // at rope_positions(b) + Sk - Sq + i (the queries are the last Sq positions). Inputs after the
+  // mask arguments: rope_positions (b) Int32, rope_inv_freq (pair) θ_i, rope_dim R, and
+  // rope_interleaved (GPT-J pairs, else half-split), as the rope generator takes them.
+  GeneratorParam<bool> rope{"rope", false};
+
   // The mask arguments, outputs (and the weights' row_logsumexp input) are added by configure().
 
   void generate() {
     mask_ = mask_args_.masks();
     auto score_form = [this](SdpaInputs& in) {
+      if (rope) rotate_inputs(in);
       if (score != ScoreForm::Additive) return;
       score_weights_->set_estimates({{0, 64}});
       Func w = *score_weights_;
@@ -278,11 +286,21 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
     schedule_attention();
   }
 
-  // Inputs in order: q, k, v, scale, the mask arguments, the additive form's w_a, the weights'
-  // row_logsumexp, then key_split; then the outputs.
+  // Inputs in order: q, k, v, scale, the mask arguments, rope's, the additive form's w_a, the
+  // weights' row_logsumexp, then key_split; then the outputs.
   void configure() {
     add_operands();
     mask_args_.add_to(*this);
+    if (rope) {
+      _halide_user_assert(prefill() && !gpu() && score == ScoreForm::Dot &&
+                          output == Produces::Attention && Type(kv_type) == Float(32))
+          << "rope=true: only query_tiling=prefill, score=dot, output=attention, kv_type=float32 "
+          << "on a CPU target\n";
+      rope_positions_ = add_input<Buffer<int32_t, 1>>("rope_positions");  // (b)
+      rope_inv_freq_ = add_input<Buffer<float, 1>>("rope_inv_freq");      // (pair)
+      rope_dim_ = add_input<int32_t>("rope_dim");
+      rope_interleaved_ = add_input<bool>("rope_interleaved");
+    }
     if (score == ScoreForm::Additive) {
       score_weights_ = add_input<Buffer<float, 1>>("score_weights");
     }
@@ -299,8 +317,36 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
   }
 
  private:
+  // in.q and in.k rotated (GeneratorParam rope): one cos/sin table over the key positions, which
+  // the queries read at their own positions.
+  void rotate_inputs(SdpaInputs& in) {
+    Var pair("pair"), position("position"), b("b"), i("i");
+    const Expr half = *rope_dim_ / 2;
+    const Expr angle =
+        cast<float>((*rope_positions_)(b) + position) * (*rope_inv_freq_)(clamp(pair, 0, half - 1));
+    const auto [c, sn] = cos_sin(angle);
+    in.rope_table = Func("rope_table");
+    in.rope_table(pair, position, b) = {c, sn};
+    const Expr query_shift = k_->dim(1).extent() - q_->dim(1).extent();
+    Func query_angles("rope_query_angles");
+    query_angles(pair, i, b) = {in.rope_table(pair, i + query_shift, b)[0],
+                                in.rope_table(pair, i + query_shift, b)[1]};
+    in.rotated_q = rotate_rows(in.q, query_angles, *rope_dim_, *rope_interleaved_, "q_rotated");
+    in.rotated_k = rotate_rows(in.k, in.rope_table, *rope_dim_, *rope_interleaved_, "k_rotated");
+    in.q = in.rotated_q.out;
+    in.k = in.rotated_k.out;
+    rope_positions_->set_estimates({{0, 1}});
+    rope_inv_freq_->set_estimates({{0, 32}});
+    rope_dim_->set_estimate(64);
+    rope_interleaved_->set_estimate(false);
+  }
+
   MaskArguments mask_args_;
   MaskInputs mask_;
+  GeneratorInput<Buffer<int32_t, 1>>* rope_positions_ = nullptr;
+  GeneratorInput<Buffer<float, 1>>* rope_inv_freq_ = nullptr;
+  GeneratorInput<int32_t>* rope_dim_ = nullptr;
+  GeneratorInput<bool>* rope_interleaved_ = nullptr;
   GeneratorInput<Buffer<float, 1>>* score_weights_ = nullptr;
   GeneratorInput<Buffer<float, 3>>* row_logsumexp_ = nullptr;
   GeneratorOutput<Buffer<float, 4>>* out_ = nullptr;
@@ -418,8 +464,9 @@ class ModSdpaGenerator : public SdpaGeneratorBase<ModSdpaGenerator> {
     for (const attention::mod::ModDefinition& m : attention::mod::registered_mods()) {
       known += (known.empty() ? "" : ", ") + m.name;
     }
-    _halide_user_assert(mod_ != nullptr) << "mod=" << (name.empty() ? "(empty)" : name) << ": no such mod in this generator ("
-                                         << (known.empty() ? "none" : known) << ")\n";
+    _halide_user_assert(mod_ != nullptr)
+        << "mod=" << (name.empty() ? "(empty)" : name) << ": no such mod in this generator ("
+        << (known.empty() ? "none" : known) << ")\n";
     _halide_user_assert(!gpu()) << "mod=" << name << ": CPU targets only\n";
     for (const attention::mod::TensorSpec& t : mod_->tensors) {
       mod_tensors_.push_back(add_input<Buffer<>>(t.name, t.type, static_cast<int>(t.dims.size())));
@@ -475,14 +522,13 @@ class ModSdpaGenerator : public SdpaGeneratorBase<ModSdpaGenerator> {
     }
     if (mod_->score_mod) {
       mask_.score_mod = [f = mod_->score_mod, inputs](const Expr& score, const Expr& i,
-                                                       const Expr& j, const Expr& h,
-                                                       const Expr& b) {
+                                                      const Expr& j, const Expr& h, const Expr& b) {
         return cast<float>(f(score, b, h, i, j, inputs));
       };
     }
     if (mod_->mask_mod) {
       mask_.mask_mod = [f = mod_->mask_mod, inputs](const Expr& i, const Expr& j, const Expr& h,
-                                                     const Expr& b) {
+                                                    const Expr& b) {
         return cast<bool>(f(b, h, i, j, inputs));
       };
     }

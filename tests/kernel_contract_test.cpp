@@ -45,8 +45,12 @@ TEST(KernelContract, EverySlotHoldsAKernelBuiltForItsRole) {
                                                                : "";
     EXPECT_EQ(build_param(*build, "kv_type"), kv_type);
     EXPECT_EQ(build_param(*build, "q_type"), bf16 ? "bfloat16" : "");
+    // Only the sdpa_rope family rotates q and k.
+    EXPECT_EQ(build_param(*build, "rope"), slot.family == "sdpa_rope" ? "true" : "");
     if (slot.family.rfind("sdpa_paged", 0) == 0) {
       EXPECT_EQ(generator, "paged_sdpa");
+    } else if (slot.family == "sdpa_rope") {
+      EXPECT_EQ(generator, "masked_sdpa");
     } else if (slot.family == "sdpa" || !kv_type.empty()) {
       EXPECT_EQ(generator, masked_role ? "masked_sdpa" : "sdpa");
     } else if (slot.family == "additive") {

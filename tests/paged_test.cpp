@@ -380,6 +380,10 @@ TEST_F(PagedValidation, ShapesLayoutsAndOptions) {
   run_.options().gpu.cuda_stream = nullptr;
   run_.options().backend = attention::Backend::OpenCL;
   expect_error(cache, "backend", attention::StatusCode::Unsupported);
+  run_.options().backend = attention::Backend::Auto;
+  run_.options().rope = attention::RopeOptions{};  // the cache holds rotated keys
+  expect_error(cache, "rope: paged_attention takes a cache of rotated keys",
+               attention::StatusCode::Unsupported);
 }
 
 }  // namespace

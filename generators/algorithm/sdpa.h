@@ -11,6 +11,7 @@
 #include "Halide.h"
 #include "algorithm/bfloat16.h"
 #include "algorithm/masks.h"
+#include "algorithm/rope.h"
 #include "algorithm/softmax_math.h"
 
 namespace attention_gen {
@@ -74,6 +75,11 @@ struct SdpaInputs {
   // out, so schedules can vectorize them along keys (CPU decode; prefill vectorizes them across
   // rows).
   bool whole_key_stats = false;
+  // Rotary embeddings fused in (undefined without): q and k are rotated_q.out and rotated_k.out,
+  // both reading rope_table (pair, key position, b), the {cos, sin} of each pair at each key
+  // position (queries read the rows of their own positions). Schedules place all three.
+  RotatedRows rotated_q, rotated_k;
+  Halide::Func rope_table;
 };
 
 // Every stage of the computation, named like the math, for the schedule to place.
@@ -131,6 +137,8 @@ struct SdpaFuncs {
   // other split (bounds inference cannot narrow a split range that comes from the scan's values).
   Halide::Func split_gathered;
   Halide::RDom r_visited;
+  RotatedRows rotated_q, rotated_k;  // SdpaInputs' fused rotary embeddings
+  Halide::Func rope_table;
 };
 
 // Exact float tests done on the bits. Halide compiles float compares with LLVM's no-NaN flag, so a
@@ -294,6 +302,9 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.value_dim = in.value_dim;
   f.keys = in.k;
   f.values = in.v;
+  f.rotated_q = in.rotated_q;
+  f.rotated_k = in.rotated_k;
+  f.rope_table = in.rope_table;
   f.masked = in.mask != nullptr;
   // bf16_pairs: keys past Sk in a split's last pair block are hidden (weight 0) rather than left
   // out by a predicate, which the paired P·V could not vectorize.

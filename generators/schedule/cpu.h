@@ -10,6 +10,7 @@
 #include "Halide.h"
 #include "algorithm/sdpa.h"
 #include "contract/kernel_contract.h"
+#include "schedule/rope.h"
 
 namespace attention_gen {
 
@@ -155,6 +156,24 @@ inline void finish_prefill_splits(SdpaFuncs& f, const CpuTiling& t, Halide::Var 
   schedule_split_combine(f, t, tile);
 }
 
+// Fused rotary embeddings (prefill): the cos/sin table once per call, before the tiles (every tile
+// and head reads its rows); a tile's queries rotated with the tile, before the scale; a head's
+// keys rotated once, before its tiles, into a buffer (Sk × D floats, in L2 for a few thousand
+// keys) that Q·Kᵀ reads in place of k. Rotating each split's keys per query tile instead
+// recomputed them Sq / query_tile times: +17-28% over the call without RoPE at 8×2048²×64 causal,
+// against +6-10% once per head (standalone harness, AVX-512).
+inline void schedule_fused_rope(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile) {
+  using namespace Halide;
+  const Var pair = f.rope_table.args()[0], position = f.rope_table.args()[1];
+  Var block("rope_block"), row("rope_row");
+  f.rope_table.compute_root()
+      .split(position, block, row, 64, TailStrategy::GuardWithIf)
+      .parallel(block)
+      .vectorize(pair, t.vector, TailStrategy::GuardWithIf);
+  schedule_rotated_rows(f.rotated_q, LoopLevel(f.out, tile), t.vector);
+  schedule_rotated_rows(f.rotated_k, LoopLevel(f.out, f.vars.h), t.vector);
+}
+
 // Prefill: many queries per tile, so Q·Kᵀ reuses each key across a register block of queries.
 // The tile's keys go in splits (an online softmax over key blocks): every stage below runs once per
 // split, so the score and weight buffers hold query_tile × key_split floats (96 KiB each at 512
@@ -172,6 +191,7 @@ inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Va
       .vectorize(x.i, t.vector);
 
   const LoopLevel at = schedule_prefill_splits(f, t, tile);
+  if (f.rope_table.defined()) schedule_fused_rope(f, t, tile);
 
   // Q·Kᵀ: the split's logits stored key-major; each score_queries × score_keys block of scores is
   // accumulated in registers over d, then masked and copied out.

@@ -69,6 +69,9 @@ const KernelSlot<decltype(&sdpa_f32_paged_decode)> kPagedDecode[] = {
     ATTENTION_SLOT(sdpa_f32_paged_decode), ATTENTION_SLOT(sdpa_f16kv_paged_decode),
     ATTENTION_SLOT(sdpa_bf16kv_paged_decode)};
 
+const KernelSlot<decltype(&sdpa_f32_rope_prefill)> kRopePrefill =
+    ATTENTION_SLOT(sdpa_f32_rope_prefill);
+
 #if ATTENTION_BF16_PREFILL
 const KernelSlot<decltype(&sdpa_f32_prefill)> kBf16Prefill = ATTENTION_SLOT(sdpa_bf16_prefill);
 #endif
@@ -207,6 +210,8 @@ const TilingPair<decltype(&additive_f32_prefill)>& additive_row() { return kAddi
 const KernelSlot<decltype(&sdpa_f32_paged_decode)>& paged_decode_kernel(DType kv) {
   return kPagedDecode[kv == DType::Float16 ? 1 : kv == DType::BFloat16 ? 2 : 0];
 }
+
+const KernelSlot<decltype(&sdpa_f32_rope_prefill)>& rope_prefill_kernel() { return kRopePrefill; }
 
 const HalfKvDecodeRow* half_kv_decode_row(DType kv) {
   const CpuRows& rows = cpu_rows();
@@ -374,6 +379,7 @@ std::vector<KernelSlotInfo> kernel_slots() {
 #if ATTENTION_BF16_PREFILL
   slots.push_back({"sdpa_bf16", "cpu", "prefill", kBf16Prefill.name});
 #endif
+  slots.push_back({"sdpa_rope", "cpu", "masked_prefill", kRopePrefill.name});
   slots.push_back({"sdpa_paged", "cpu", "masked_decode", kPagedDecode[0].name});
   slots.push_back({"sdpa_paged_f16kv", "cpu", "masked_decode", kPagedDecode[1].name});
   slots.push_back({"sdpa_paged_bf16kv", "cpu", "masked_decode", kPagedDecode[2].name});

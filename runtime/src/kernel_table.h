@@ -24,6 +24,7 @@
 #include "sdpa_f32_masked_prefill.h"
 #include "sdpa_f32_paged_decode.h"
 #include "sdpa_f32_prefill.h"
+#include "sdpa_f32_rope_prefill.h"
 
 namespace attention::detail {
 
@@ -79,6 +80,10 @@ const KernelSlot<decltype(&sdpa_f32_prefill)>* bf16_prefill_for(DType q, DType k
 // paged_attention's kernel for a cache of `kv` (Float32, Float16 or BFloat16; generator
 // paged_sdpa: the masked decode over a paged KV cache, k and v read as stored).
 const KernelSlot<decltype(&sdpa_f32_paged_decode)>& paged_decode_kernel(DType kv);
+
+// The masked prefill with rotary embeddings fused in (SdpaOptions::rope; generator masked_sdpa
+// with rope=true): the masked kernel's arguments, then the rotation's, then key_split.
+const KernelSlot<decltype(&sdpa_f32_rope_prefill)>& rope_prefill_kernel();
 
 // multi_head_attention's whole block (always the prefill tiling).
 struct MhaRow {

@@ -140,6 +140,11 @@ Status check_paged_options(const TensorView& q, const PagedKvCache& cache, const
                          "caches are not built yet)");
   }
   ATTENTION_RETURN_IF_ERROR(detail::check_cuda_stream(options.gpu, "gpu", detail::Run::CPU));
+  if (options.rope) {
+    return Status::error(StatusCode::Unsupported,
+                         "rope: paged_attention takes a cache of rotated keys; rotate new keys at "
+                         "append time and q before the call (apply_rotary_embedding)");
+  }
   if (m.causal == Causal::TopLeft) {
     return Status::invalid(
         "mask.causal: paged_attention aligns each sequence's queries with its last keys; use "

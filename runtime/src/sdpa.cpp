@@ -16,6 +16,7 @@
 #include "kernel_choice.h"
 #include "kernel_table.h"
 #include "mask_args.h"
+#include "rope_args.h"
 #include "sdpa_call.h"
 #include "tensor_util.h"
 #include "validate.h"
@@ -44,8 +45,8 @@ Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorVie
                            " must divide the query heads H=" + std::to_string(H) +
                            " (grouped-query attention)");
   }
-  return detail::check_sdpa_outputs(out, options, B, H, Sq, Sk, Dv, {{&q, "q"}, {&k, "k"}, {&v, "v"}},
-                                    device);
+  return detail::check_sdpa_outputs(out, options, B, H, Sq, Sk, Dv,
+                                    {{&q, "q"}, {&k, "k"}, {&v, "v"}}, device);
 }
 
 #if ATTENTION_GPU
@@ -150,6 +151,69 @@ Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
   return detail::run_kernel_parts(
       kernel.name, kernel.fn, std::tuple(hq.get(), hk.get(), hv.get(), scale),
       mask.arguments(values_finite), std::tuple(choice.key_split, hout.get(), hlse.get()));
+}
+
+// SdpaOptions::rope of a call: the query rows sit at the last Sq of the Sk key positions.
+Status check_call_rope(const RopeOptions& rope, const TensorView& q, const TensorView& k,
+                       detail::RopeArgs* args) {
+  const int64_t Sq = q.shape[2], Sk = k.shape[2];
+  // Without keys the rows are written as zeros and nothing is rotated.
+  const int64_t first = Sk == 0 ? 0 : std::min<int64_t>(0, Sk - Sq);
+  return detail::check_rope(rope, q.shape[0], q.shape[3], first, Sk - 1, "rope.", args);
+}
+
+// The masked prefill with the rotation fused in (detail::rope_prefill_kernel): fp32 CPU tensors.
+Status run_fused_rope(const TensorView& q, const TensorView& k, const TensorView& v,
+                      const TensorView& out, const TensorView& lse, float scale,
+                      const MaskOptions& m, detail::RopeArgs& rope) {
+  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Sk = k.shape[2];
+  detail::MaskArgs mask(m, B, H, Sq, Sk);
+  detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse),
+      hoffsets(TensorView::contiguous(rope.offsets.data(), DType::Int32, {B})),
+      hfreq(TensorView::contiguous(rope.inv_freq.data(), {rope.rotary_dim / 2}));
+  const auto& kernel = detail::rope_prefill_kernel();
+  return detail::run_kernel_parts(
+      kernel.name, kernel.fn, std::tuple(hq.get(), hk.get(), hv.get(), scale),
+      mask.arguments(detail::all_finite(v)),
+      std::tuple(hoffsets.get(), hfreq.get(), static_cast<int32_t>(rope.rotary_dim),
+                 rope.interleaved),
+      std::tuple(detail::prefill_key_split(kernel.name, Sk), hout.get(), hlse.get()));
+}
+
+// A call with SdpaOptions::rope (Sk >= 1): fused into the prefill kernel where an fp32 CPU call
+// takes it; otherwise q and k rotated into fp32 scratch, then the call without rope.
+Status run_rope(detail::Run run, const TensorView& q, const TensorView& k, const TensorView& v,
+                const TensorView& out, const SdpaOptions& options) {
+  detail::RopeArgs rope;
+  ATTENTION_RETURN_IF_ERROR(check_call_rope(*options.rope, q, k, &rope));
+  const MaskOptions& m = options.mask;
+  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
+  const int64_t Hkv = k.shape[1], Sk = k.shape[2];
+  bool fp32 = true;
+  for (const TensorView* t : {&q, &k, &v, &out, &m.additive_mask}) {
+    fp32 = fp32 && !detail::is_half(t->dtype);
+  }
+  const auto& masked = detail::cpu_rows().sdpa.masked;
+  if (run == detail::Run::CPU && fp32 &&
+      detail::choose_kernel(masked.prefill.name, masked.decode.name, B, Hkv, Sq, Sk).prefill) {
+    const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
+    std::vector<float> lse_scratch;
+    const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
+    return run_fused_rope(q, k, v, out, lse, scale, m, rope);
+  }
+  std::vector<float> q_data(static_cast<size_t>(q.numel())), k_data(static_cast<size_t>(k.numel()));
+  const TensorView q_rot = TensorView::contiguous(q_data.data(), {B, H, Sq, D});
+  const TensorView k_rot = TensorView::contiguous(k_data.data(), {B, Hkv, Sk, D});
+  std::vector<int32_t> query_offsets(rope.offsets);
+  for (int32_t& p : query_offsets) p += static_cast<int32_t>(Sk - Sq);
+  RopeOptions pass = *options.rope;
+  pass.position_offsets = TensorView::contiguous(rope.offsets.data(), DType::Int32, {B});
+  ATTENTION_RETURN_IF_ERROR(apply_rotary_embedding(k, k_rot, pass));
+  pass.position_offsets = TensorView::contiguous(query_offsets.data(), DType::Int32, {B});
+  ATTENTION_RETURN_IF_ERROR(apply_rotary_embedding(q, q_rot, pass));
+  SdpaOptions rest = options;
+  rest.rope.reset();
+  return detail::run_checked_sdpa(run, q_rot, k_rot, v, out, rest);
 }
 
 // The native half-KV decode kernels: q and out fp32 (the caller's conversions), k and v read as
@@ -270,6 +334,15 @@ Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorVie
   ATTENTION_RETURN_IF_ERROR(resolve_backend(options.backend, tensors, run));
   ATTENTION_RETURN_IF_ERROR(check_cuda_stream(options.gpu, "gpu", *run));
   ATTENTION_RETURN_IF_ERROR(check_sdpa_args(q, k, v, out, options, device_of(tensors)));
+  if (options.rope) {
+    if (device_of(tensors) == Device::CUDA) {
+      return Status::error(StatusCode::Unsupported,
+                           "rope: not supported for Device::CUDA tensors yet; rotate q and k "
+                           "before the call");
+    }
+    RopeArgs rope;
+    ATTENTION_RETURN_IF_ERROR(check_call_rope(*options.rope, q, k, &rope));
+  }
   if (*run == Run::CPU) return Status::ok_status();
   ATTENTION_RETURN_IF_ERROR(check_gpu_strides(tensors));
   if (out.numel() == 0) return Status::ok_status();
@@ -302,6 +375,7 @@ Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorVie
 Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView& out, const SdpaOptions& options) {
   if (out.numel() == 0) return Status::ok_status();  // B, H or Sq is 0
+  if (options.rope && k.shape[2] > 0) return run_rope(run, q, k, v, out, options);
   const MaskOptions& m = options.mask;
   for (const TensorView* t : {&q, &k, &v, &out, &m.additive_mask}) {
     if (detail::is_half(t->dtype)) return run_half(run, q, k, v, out, options);

@@ -130,6 +130,13 @@ Status scaled_dot_product_attention_varlen(const TensorView& q, const TensorView
          "scaled_dot_product_attention, or key_lengths/query_lengths"));
   ATTENTION_RETURN_IF_ERROR(check_lengths(m.key_lengths, "mask.key_lengths", cu_k, "Sk"));
   ATTENTION_RETURN_IF_ERROR(check_lengths(m.query_lengths, "mask.query_lengths", cu_q, "Sq"));
+  if (options.rope && detail::given(options.rope->position_offsets)) {
+    const TensorView& t = options.rope->position_offsets;
+    const int64_t B = static_cast<int64_t>(cu_q.size()) - 1;
+    ATTENTION_RETURN_IF_ERROR(detail::check_view(t, "rope.position_offsets", 1, "[B]",
+                                                 DType::Int32, /*any_strides=*/true));
+    ATTENTION_RETURN_IF_ERROR(detail::check_shape(t, "rope.position_offsets", {{"B", B}}));
+  }
   const bool lse_given = options.logsumexp.data != nullptr;
   std::vector<detail::NamedView> inputs = {{&q, "q"}, {&k, "k"}, {&v, "v"}};
   ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(out, "out", inputs));
@@ -159,6 +166,9 @@ Status scaled_dot_product_attention_varlen(const TensorView& q, const TensorView
     if (detail::given(m.key_lengths)) mask.key_lengths = detail::slice(m.key_lengths, 0, b, 1);
     if (detail::given(m.query_lengths))
       mask.query_lengths = detail::slice(m.query_lengths, 0, b, 1);
+    if (options.rope && detail::given(options.rope->position_offsets)) {
+      call.options.rope->position_offsets = detail::slice(options.rope->position_offsets, 0, b, 1);
+    }
     detail::Run sequence_run = run;
     const Status status =
         detail::check_sdpa_call(call.q, call.k, call.v, call.out, call.options, &sequence_run);

@@ -175,6 +175,26 @@ struct GpuOptions {
 };
 inline constexpr int64_t kDefaultGpuWorkspaceLimit = int64_t{1} << 30;  // 1 GiB
 
+// Which features a rotary embedding pairs (both rotate pair i by the angle p·θ_i).
+enum class RopeStyle {
+  HalfSplit,    // GPT-NeoX / Llama (HF's rotate_half): feature i with i + R/2
+  Interleaved,  // GPT-J: feature 2i with 2i + 1
+};
+
+// Options of apply_rotary_embedding and SdpaOptions::rope.
+struct RopeOptions {
+  RopeStyle style = RopeStyle::HalfSplit;
+  // θ_i = base^(-2i/R) for pair i (fp32, as the frameworks compute inv_freq). Finite and > 0.
+  float base = 10000.0f;
+  // R, the rotated features (the first R of D; the rest pass unchanged): even, 2 <= R <= D.
+  // 0: R = D.
+  int64_t rotary_dim = 0;
+  // Optional Int32 [B] host tensor: the position of row s = 0 of batch b (e.g. its cache length
+  // before the new tokens); row s is at position_offsets[b] + s. Absent: 0. Positions must be in
+  // [0, 2^24) (exact in fp32).
+  TensorView position_offsets;
+};
+
 // Options of scaled_dot_product_attention.
 struct SdpaOptions {
   // Multiplies q·kᵀ before the softmax. Unset: 1/sqrt(D). Any finite value, negative included.
@@ -188,6 +208,18 @@ struct SdpaOptions {
   Backend backend = Backend::Auto;
   // GPU calls: the bound on their device workspace (see GpuOptions).
   GpuOptions gpu;
+  // Rotary position embeddings applied to q and k inside the call (RoPE; apply_rotary_embedding's
+  // rotation): key j of batch b at position p_b + j and query row i at p_b + Sk - Sq + i, the
+  // queries being the last Sq of the Sk positions (self-attention, and chunked prefill against a
+  // cache that holds the new keys), with p_b = rope->position_offsets[b] (absent: 0). Every
+  // position must lie in [0, 2^24). q and k are not modified. On CPU fp32 calls that take the
+  // prefill kernels (Sq above the decode rule's few rows) the rotation is fused into the masked
+  // prefill kernel (sdpa_f32_rope_prefill): q rotated per query tile, k per tile and key split,
+  // nothing written to memory. Other calls (decode, half-precision operands, GPU backends on
+  // host tensors) rotate q and k into scratch first (apply_rotary_embedding), then attend.
+  // Device::CUDA tensors are refused (Unsupported). A cache that stores rotated keys passes no
+  // rope and rotates its queries with apply_rotary_embedding instead.
+  std::optional<RopeOptions> rope;
 };
 
 // out = softmax(scale · q·kᵀ) · v, per batch and query head (PyTorch's
@@ -236,7 +268,9 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
 // over per-sequence cache lengths. mask.key_lengths / query_lengths are Int32 [B] (each within
 // its sequence's Sk_b / Sq_b); mask tensors (bool_mask, additive_mask) have no packed form and
 // are refused (Unsupported). logsumexp, if given, is Float32 [H, Tq] (FlashAttention's
-// softmax_lse layout) with Tq contiguous. Strides of q, k, v, out are free except the innermost;
+// softmax_lse layout) with Tq contiguous. rope: each sequence's keys from position
+// rope.position_offsets[b] (Int32 [B]; absent: 0), its queries the last Sq_b of its Sk_b
+// positions. Strides of q, k, v, out are free except the innermost;
 // dtypes and backends as scaled_dot_product_attention. Every argument and every sequence is
 // checked before the first kernel runs; on error nothing is written.
 Status scaled_dot_product_attention_varlen(const TensorView& q, const TensorView& k,
@@ -281,26 +315,6 @@ struct PagedKvCache {
 // every length is checked before the kernel runs; on error nothing is written.
 Status paged_attention(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
                        const SdpaOptions& options = {});
-
-// Which features a rotary embedding pairs (both rotate pair i by the angle p·θ_i).
-enum class RopeStyle {
-  HalfSplit,    // GPT-NeoX / Llama (HF's rotate_half): feature i with i + R/2
-  Interleaved,  // GPT-J: feature 2i with 2i + 1
-};
-
-// Options of apply_rotary_embedding.
-struct RopeOptions {
-  RopeStyle style = RopeStyle::HalfSplit;
-  // θ_i = base^(-2i/R) for pair i (fp32, as the frameworks compute inv_freq). Finite and > 0.
-  float base = 10000.0f;
-  // R, the rotated features (the first R of D; the rest pass unchanged): even, 2 <= R <= D.
-  // 0: R = D.
-  int64_t rotary_dim = 0;
-  // Optional Int32 [B] host tensor: the position of row s = 0 of batch b (e.g. its cache length
-  // before the new tokens); row s is at position_offsets[b] + s. Absent: 0. Positions must be in
-  // [0, 2^24) (exact in fp32).
-  TensorView position_offsets;
-};
 
 // Rotary position embeddings (RoPE): out = x with each pair of features of row s of batch b
 // rotated by the angle p·θ_i, p = position_offsets[b] + s. The angle is the fp32 product, as

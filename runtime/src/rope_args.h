@@ -1,0 +1,27 @@
+// RopeOptions checked and turned into kernel arguments: shared by apply_rotary_embedding and the
+// attention calls that rotate q and k (SdpaOptions::rope).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attention/attention.h"
+
+namespace attention::detail {
+
+// A checked RopeOptions: R, θ_i and each batch's position offset.
+struct RopeArgs {
+  int64_t rotary_dim = 0;        // R
+  std::vector<float> inv_freq;   // θ_i, R/2 of them
+  std::vector<int32_t> offsets;  // [B]
+  bool interleaved = false;
+};
+
+// Checks `options` for rows of B batches of D features whose positions run from offset + first
+// to offset + last (first <= last; no rows: first > last), every position in [0, 2^24). Errors
+// name `prefix` + the field ("rope." in an attention call).
+Status check_rope(const RopeOptions& options, int64_t B, int64_t D, int64_t first, int64_t last,
+                  const std::string& prefix, RopeArgs* args);
+
+}  // namespace attention::detail
