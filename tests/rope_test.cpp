@@ -330,6 +330,40 @@ TEST(SdpaRope, FusedMatchesSeparatePass) {
   }
 }
 
+// A GPU backend on host tensors rotates q and k on the host first, then attends on the device:
+// the same result as the fused CPU kernel (OpenCL runs on PoCL in CI; skipped without a device).
+TEST(SdpaRope, GpuBackendOnHostTensorsMatchesCpu) {
+  std::mt19937_64 rng(attention_test::seed_for_current_test());
+  const int64_t B = 2, H = 4, Hkv = 2, Sq = 33, Sk = 80, D = 64;
+  Tensor q({B, H, Sq, D}), k({B, Hkv, Sk, D}), v({B, Hkv, Sk, D}), cpu({B, H, Sq, D}),
+      gpu({B, H, Sq, D});
+  q.fill_uniform(rng, -1.0f, 1.0f);
+  k.fill_uniform(rng, -1.0f, 1.0f);
+  v.fill_values(rng);
+  cpu.poison();
+  gpu.poison();
+  std::vector<int32_t> offsets = {3, 900};
+  attention::SdpaOptions options;
+  options.mask.causal = Causal::BottomRight;
+  attention::RopeOptions rope;
+  rope.style = RopeStyle::Interleaved;
+  rope.position_offsets = TensorView::contiguous(offsets.data(), DType::Int32, {B});
+  options.rope = rope;
+  ASSERT_TRUE(
+      attention::scaled_dot_product_attention(q.view(), k.view(), v.view(), cpu.view(), options)
+          .ok());
+  const attention::Status available = attention::backend_available(attention::Backend::OpenCL);
+  if (!available.ok()) GTEST_SKIP() << available.message();
+  options.backend = attention::Backend::OpenCL;
+  const attention::Status status =
+      attention::scaled_dot_product_attention(q.view(), k.view(), v.view(), gpu.view(), options);
+  ASSERT_TRUE(status.ok()) << status.message();
+  const std::vector<float> a = gpu.to_dense(), b = cpu.to_dense();
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(a[i], b[i], 2e-5f * std::max(1.0f, std::abs(b[i]))) << "element " << i;
+  }
+}
+
 // A packed batch: each sequence rotated from its own offset, its queries its last positions.
 TEST(SdpaRope, VarlenMatchesPerSequenceCalls) {
   std::mt19937_64 rng(attention_test::seed_for_current_test());
