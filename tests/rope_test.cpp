@@ -266,6 +266,14 @@ void expect_sdpa_rope_matches_reference(const SdpaRopeCase& c, DType dtype = DTy
 
 using attention::Causal;
 
+// Two calls' outputs agree element by element within `tolerance` · max(1, |expected|).
+void expect_close(const Tensor& actual, const Tensor& expected, float tolerance) {
+  const std::vector<float> a = actual.to_dense(), b = expected.to_dense();
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_NEAR(a[i], b[i], tolerance * std::max(1.0f, std::abs(b[i]))) << "element " << i;
+  }
+}
+
 // fp32 prefill: the fused kernel (both pairings, partial rotary dims, GQA, chunked prefill against
 // a longer cache, the masks, strided layouts).
 TEST(SdpaRope, FusedPrefillMatchesReference) {
@@ -324,10 +332,7 @@ TEST(SdpaRope, FusedMatchesSeparatePass) {
   ASSERT_TRUE(
       attention::scaled_dot_product_attention(q.view(), k.view(), v.view(), fused.view(), options)
           .ok());
-  const std::vector<float> a = fused.to_dense(), b = separate.to_dense();
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_NEAR(a[i], b[i], 1e-5f * std::max(1.0f, std::abs(b[i]))) << "element " << i;
-  }
+  expect_close(fused, separate, 1e-5f);
 }
 
 // A GPU backend on host tensors rotates q and k on the host first, then attends on the device:
@@ -358,10 +363,7 @@ TEST(SdpaRope, GpuBackendOnHostTensorsMatchesCpu) {
   const attention::Status status =
       attention::scaled_dot_product_attention(q.view(), k.view(), v.view(), gpu.view(), options);
   ASSERT_TRUE(status.ok()) << status.message();
-  const std::vector<float> a = gpu.to_dense(), b = cpu.to_dense();
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_NEAR(a[i], b[i], 2e-5f * std::max(1.0f, std::abs(b[i]))) << "element " << i;
-  }
+  expect_close(gpu, cpu, 2e-5f);
 }
 
 // A packed batch: each sequence rotated from its own offset, its queries its last positions.

@@ -153,6 +153,16 @@ Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
       mask.arguments(values_finite), std::tuple(choice.key_split, hout.get(), hlse.get()));
 }
 
+// Whether a call has a Float16 or BFloat16 operand (q, k, v, out or the additive mask): it then
+// takes run_half's paths instead of the fp32 kernels.
+bool has_half_operand(const TensorView& q, const TensorView& k, const TensorView& v,
+                      const TensorView& out, const MaskOptions& m) {
+  for (const TensorView* t : {&q, &k, &v, &out, &m.additive_mask}) {
+    if (detail::is_half(t->dtype)) return true;
+  }
+  return false;
+}
+
 // SdpaOptions::rope of a call: the query rows sit at the last Sq of the Sk key positions.
 Status check_call_rope(const RopeOptions& rope, const TensorView& q, const TensorView& k,
                        detail::RopeArgs* args) {
@@ -189,12 +199,8 @@ Status run_rope(detail::Run run, const TensorView& q, const TensorView& k, const
   const MaskOptions& m = options.mask;
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   const int64_t Hkv = k.shape[1], Sk = k.shape[2];
-  bool fp32 = true;
-  for (const TensorView* t : {&q, &k, &v, &out, &m.additive_mask}) {
-    fp32 = fp32 && !detail::is_half(t->dtype);
-  }
   const auto& masked = detail::cpu_rows().sdpa.masked;
-  if (run == detail::Run::CPU && fp32 &&
+  if (run == detail::Run::CPU && !has_half_operand(q, k, v, out, m) &&
       detail::choose_kernel(masked.prefill.name, masked.decode.name, B, Hkv, Sq, Sk).prefill) {
     const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
     std::vector<float> lse_scratch;
@@ -376,10 +382,7 @@ Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const
                         const TensorView& out, const SdpaOptions& options) {
   if (out.numel() == 0) return Status::ok_status();  // B, H or Sq is 0
   if (options.rope && k.shape[2] > 0) return run_rope(run, q, k, v, out, options);
-  const MaskOptions& m = options.mask;
-  for (const TensorView* t : {&q, &k, &v, &out, &m.additive_mask}) {
-    if (detail::is_half(t->dtype)) return run_half(run, q, k, v, out, options);
-  }
+  if (has_half_operand(q, k, v, out, options.mask)) return run_half(run, q, k, v, out, options);
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   if (k.shape[2] == 0) {  // no keys: every row is fully masked (CUDA tensors refused by the checks)
     detail::write_rows_without_keys(out, options.logsumexp);

@@ -8,6 +8,7 @@
 #include "attention/attention.h"
 #include "gpu.h"
 #include "mask_args.h"
+#include "rope_args.h"
 #include "sdpa_call.h"
 #include "tensor_util.h"
 #include "validate.h"
@@ -130,12 +131,13 @@ Status scaled_dot_product_attention_varlen(const TensorView& q, const TensorView
          "scaled_dot_product_attention, or key_lengths/query_lengths"));
   ATTENTION_RETURN_IF_ERROR(check_lengths(m.key_lengths, "mask.key_lengths", cu_k, "Sk"));
   ATTENTION_RETURN_IF_ERROR(check_lengths(m.query_lengths, "mask.query_lengths", cu_q, "Sq"));
-  if (options.rope && detail::given(options.rope->position_offsets)) {
-    const TensorView& t = options.rope->position_offsets;
-    const int64_t B = static_cast<int64_t>(cu_q.size()) - 1;
-    ATTENTION_RETURN_IF_ERROR(detail::check_view(t, "rope.position_offsets", 1, "[B]",
-                                                 DType::Int32, /*any_strides=*/true));
-    ATTENTION_RETURN_IF_ERROR(detail::check_shape(t, "rope.position_offsets", {{"B", B}}));
+  if (options.rope) {
+    // The options and the offsets' [B] shape here (each sequence takes its own offset); every
+    // sequence's positions in its own call's check.
+    detail::RopeArgs rope;
+    ATTENTION_RETURN_IF_ERROR(detail::check_rope(*options.rope,
+                                                 static_cast<int64_t>(cu_q.size()) - 1, q.shape[2],
+                                                 /*first=*/0, /*last=*/-1, "rope.", &rope));
   }
   const bool lse_given = options.logsumexp.data != nullptr;
   std::vector<detail::NamedView> inputs = {{&q, "q"}, {&k, "k"}, {&v, "v"}};
