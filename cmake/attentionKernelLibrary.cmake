@@ -16,6 +16,28 @@
 # built for this build machine.
 include_guard(GLOBAL)
 
+# Stops unless every Halide target is for the processor this project compiles for: kernels of
+# another architecture would only fail at link time. "host" (this build machine's CPU) is refused
+# when cross-compiling.
+function(_attention_check_target_processor where)
+  if (CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
+    set(platform "arm-64-")
+  elseif (CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+    set(platform "x86-64-")
+  else ()
+    set(platform "")
+  endif ()
+  foreach (target IN LISTS ARGN)
+    if (target STREQUAL "host" AND NOT CMAKE_CROSSCOMPILING)
+      continue ()
+    endif ()
+    if (platform AND NOT target MATCHES "^${platform}")
+      message(FATAL_ERROR "${where}: target '${target}' is not for ${CMAKE_SYSTEM_PROCESSOR}, the "
+                          "processor this project compiles for (expected ${platform}<os>-...)")
+    endif ()
+  endforeach ()
+endfunction()
+
 function(attention_add_kernel_library NAME)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "KERNELS;TARGETS;SCHEDULE")
   set(where "attention_add_kernel_library(${NAME})")
@@ -40,20 +62,7 @@ function(attention_add_kernel_library NAME)
     message(FATAL_ERROR "${where}: attention-gen not found (ATTENTION_GEN_EXECUTABLE="
                         "'${ATTENTION_GEN_EXECUTABLE}')")
   endif ()
-  # The kernels must be for the architecture the application is compiled for.
-  if (CMAKE_SYSTEM_PROCESSOR MATCHES "^(aarch64|arm64|ARM64)$")
-    set(platform "arm-64-")
-  elseif (CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
-    set(platform "x86-64-")
-  else ()
-    set(platform "")
-  endif ()
-  foreach (target IN LISTS ARG_TARGETS)
-    if (platform AND NOT target MATCHES "^${platform}")
-      message(FATAL_ERROR "${where}: target '${target}' is not for ${CMAKE_SYSTEM_PROCESSOR}, the "
-                          "processor this project compiles for (expected ${platform}<os>-...)")
-    endif ()
-  endforeach ()
+  _attention_check_target_processor("${where}" ${ARG_TARGETS})
 
   set(dir "${CMAKE_CURRENT_BINARY_DIR}/${NAME}")
   string(JOIN "," kernels ${ARG_KERNELS})

@@ -12,10 +12,10 @@ host_build=${HOST_BUILD_DIR:-$root/build}
 build_dir=${BUILD_DIR:-$root/build-aarch64}
 "$root/scripts/install_deps.sh"
 venv_bin="$root/.venv/bin"
-# The generators run on this machine: build them (and attention-gen, which the consumer test runs)
-# in the host build.
+# The generators run on this machine: build them in the host build, with attention-gen and the
+# package, which the consumer test installs (its mod generator is built against that package).
 [[ -f $host_build/CMakeCache.txt ]] || "$root/scripts/configure.sh" "$host_build"
-"$venv_bin/cmake" --build "$host_build" --target attention_generators attention-gen
+"$venv_bin/cmake" --build "$host_build" --target attention_generators attention-gen attention_package
 "$root/scripts/configure.sh" "$build_dir" \
   -DCMAKE_TOOLCHAIN_FILE="$root/cmake/toolchain-aarch64.cmake" \
   "-Dattention_kernels-halide_generators_ROOT=$host_build"

@@ -13,10 +13,12 @@
 # Cross (TOOLCHAIN, HOST_BUILD_DIR, EMULATOR): the package of the cross build BUILD_DIR and the tools
 # of the host build HOST_BUILD_DIR (installed apart, as a user would have them); without the host
 # tool the function stops with a clear message; with it, both programs are cross-built and run
-# under EMULATOR.
+# under EMULATOR. Then the mods: a native build of the consumer against the host build's package
+# builds and exports the mod generator, the cross build imports it (without it, a clear message),
+# generates the mod kernels for KERNEL_TARGETS and the mods' check runs under EMULATOR.
 #
 # cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DLIBDIR=lib -DKERNEL_TARGETS=...
-#       [-DTOOLCHAIN=... -DHOST_BUILD_DIR=... -DEMULATOR=...] -P consumer_test.cmake
+#       -DHALIDE_DIR=... [-DTOOLCHAIN=... -DHOST_BUILD_DIR=... -DEMULATOR=...] -P consumer_test.cmake
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE output)
   message("${output}")
@@ -58,13 +60,31 @@ if (TOOLCHAIN)
        "-DCONSUMER_KERNEL_TARGETS=${KERNEL_TARGETS}")
   expect_failure("has no generator for this build machine"
                  ${configure} -B "${WORK_DIR}/no-host-tools")
-  run(${configure} -B "${WORK_DIR}/cmake-build"
-      "-DATTENTION_GEN_EXECUTABLE=${host_prefix}/bin/attention-gen")
+  list(APPEND configure "-DATTENTION_GEN_EXECUTABLE=${host_prefix}/bin/attention-gen")
+  run(${configure} -B "${WORK_DIR}/cmake-build")
   run("${CMAKE_COMMAND}" --build "${WORK_DIR}/cmake-build")
   separate_arguments(emulator UNIX_COMMAND "${EMULATOR}")
   run(${emulator} "${WORK_DIR}/cmake-build/consumer")
   run(${emulator} "${WORK_DIR}/cmake-build/consumer_generated")
-  message("cross consumer checks passed (prebuilt and generated ${KERNEL_TARGETS} kernels)")
+
+  # Mods: the generator, built natively from the consumer's own mod file, runs here.
+  set(host_package "${WORK_DIR}/host-package")
+  run("${CMAKE_COMMAND}" --install "${HOST_BUILD_DIR}" --prefix "${host_package}")
+  set(mods -DCONSUMER_MODS=ON "-DHalide_DIR=${HALIDE_DIR}")
+  run("${CMAKE_COMMAND}" -S "${WORK_DIR}/src" -B "${WORK_DIR}/mod-generator" -G "Unix Makefiles"
+      -DCMAKE_BUILD_TYPE=Release -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+      "-DCMAKE_PREFIX_PATH=${host_package}" ${mods})
+  run("${CMAKE_COMMAND}" --build "${WORK_DIR}/mod-generator"
+      --target consumer_mods-halide_generators)
+  list(APPEND mods "-DCONSUMER_MOD_TARGETS=${KERNEL_TARGETS}")
+  expect_failure("build its target consumer_mods-halide_generators"
+                 ${configure} -B "${WORK_DIR}/no-mod-generator" ${mods})
+  run(${configure} -B "${WORK_DIR}/cmake-build" ${mods}
+      "-Dconsumer_mods-halide_generators_ROOT=${WORK_DIR}/mod-generator")
+  run("${CMAKE_COMMAND}" --build "${WORK_DIR}/cmake-build" --target consumer_mods_check)
+  run(${emulator} "${WORK_DIR}/cmake-build/consumer_mods_check")
+  message("cross consumer checks passed (prebuilt and generated ${KERNEL_TARGETS} kernels, the "
+          "consumer's own mods)")
   return()
 endif ()
 
