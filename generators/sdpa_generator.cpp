@@ -413,8 +413,11 @@ class ModSdpaGenerator : public SdpaGeneratorBase<ModSdpaGenerator> {
     if (key_ranges_in_ != nullptr) {
       const AttentionVars& x = funcs_.vars;
       const Func ranges = *key_ranges_in_;
+      // The group clamped into the input: the rows' predicate reads it at i / query_group, which
+      // bounds inference bounds loosely (up to twice the groups) through the row tiles' loops.
+      const Expr g = clamp(x.g, key_ranges_in_->dim(1).min(), key_ranges_in_->dim(1).max());
       mask_.mod_keys = Func("mod_keys");
-      mask_.mod_keys(x.g, x.h, x.b) = Tuple(ranges(0, x.g, x.h, x.b), ranges(1, x.g, x.h, x.b));
+      mask_.mod_keys(x.g, x.h, x.b) = Tuple(ranges(0, g, x.h, x.b), ranges(1, g, x.h, x.b));
       key_ranges_in_->dim(0).set_bounds(0, 2);
     }
     // Decode's rows (Sq <= 2) are one query group: mask_mod's range is then one value per head

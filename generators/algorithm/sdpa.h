@@ -342,7 +342,8 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     // Keys in whole blocks, and only blocks that meet the range visible to the row's group.
     const int kb = mask.key_block, group = mask.query_group;
     // mask_mod's ranges: scanned here, unless given (MaskInputs::mod_keys).
-    if (mask.mask_mod && !mask.mod_keys.defined()) mod_key_scan(mask, f, in.seq_k);
+    const bool mod_keys_given = mask.mod_keys.defined();
+    if (mask.mask_mod && !mod_keys_given) mod_key_scan(mask, f, in.seq_k);
     f.r_j = RDom(0, (key_split + kb - 1) / kb * kb, "r_j");
     // The keys query group g (rows [g · group, (g + 1) · group)) sees through the masks, in whole
     // key blocks.
@@ -371,12 +372,27 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     hi = min(hi, first_key + key_split - 1);
     Expr raw = first_key + f.r_j;
     const Expr any_row = row_keys.any_row;
-    visible_at = [=](const Expr& r) { return any_row && r >= lo && r <= hi; };
+    // A given mask_mod range (read from an input, so the test hoists out of the key loops) also
+    // narrows the keys a row's statistics and P·V run over inside a visited split, in whole key
+    // blocks: on the range's edge they stop where the range does, as they do at the band's.
+    Expr seen_lo = lo, seen_hi = hi;
+    if (mod_keys_given) {
+      const VisitedKeys mod = keys_of_group(i / group);
+      seen_lo = max(lo, mod.first / kb * kb);
+      seen_hi = min(hi, (mod.last + kb) / kb * kb - 1);
+    }
+    visible_at = [=](const Expr& r) { return any_row && r >= seen_lo && r <= seen_hi; };
     f.r_j.where(visible_at(raw));
     // The clamp never changes a key the predicate lets through; it tells bounds inference (which
     // ignores predicates) that a tile's stages only need keys in its range, so the score and
-    // weight tiles shrink with the mask instead of spanning Sk.
-    key = clamp(raw, lo, hi);
+    // weight tiles shrink with the mask instead of spanning Sk. Not with a given mask_mod range:
+    // the masks are then mod_sdpa's neutral ones, whose range is the whole split, so the clamp
+    // narrows nothing, and under the loaded loop bounds it stays in P·V's inner loop (a compare,
+    // two conditional moves and a multiply per key). Clamped to the loaded range instead, the
+    // bounds of a tile's stages span its whole split anyway (a row tile's bounds are not one
+    // query group to bounds inference, so the load is not a single point), and in the outer
+    // loops they span Sk.
+    key = mod_keys_given ? raw : clamp(raw, lo, hi);
   }
 
   f.q_scaled = Func("q_scaled");
