@@ -1,7 +1,8 @@
 // Kernels fused with the example mods (examples/mods/attention_mods.cpp) against the naive
 // reference applying the same mods in double: the score mod as the pair score, the mask mod as a
 // dense boolean mask. Also: the built-in causal mask, window, ALiBi and softcap re-expressed as
-// mods match the built-in kernels, and every bad argument is refused without writing out.
+// mods match the built-in kernels, Float16 / BFloat16 tensors go through the same kernels, and
+// every bad argument is refused without writing out.
 #include "attention/mod_attention.h"
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -29,6 +31,7 @@
 #include "mod_t5_bias_prefill.h"
 #include "mod_tree_mask_prefill.h"
 #include "mod_tree_mask_ranges.h"
+#include "reference/half_reference.h"
 #include "reference/sdpa_reference.h"
 #include "test_util.h"
 
@@ -98,8 +101,10 @@ struct Call {
     return attention::mod_attention(kernels, q.view(), k.view(), v.view(), out.view(), arguments,
                                     options);
   }
-  // Checks out and logsumexp against the reference with `mod`.
-  void expect_matches(const ModReference& mod) {
+  // Checks out and logsumexp against the reference with `mod` (out rounded to `out_dtype` by the
+  // call: the half-precision accuracy rule).
+  void expect_matches(const ModReference& mod,
+                      attention::DType out_dtype = attention::DType::Float32) {
     const Shape& s = shape;
     const TensorView qv = q.view(), kv = k.view();
     const auto at = [](const TensorView& t, int64_t a, int64_t b, int64_t c, int64_t d) {
@@ -127,7 +132,11 @@ struct Call {
     }
     std::vector<double> expected_out, expected_lse;
     reference_attention(score, s.H, s.Sq, v.view(), &expected_out, &expected_lse, &mask);
-    EXPECT_TRUE(matches_reference(out.to_dense(), expected_out, out.shape()));
+    if (out_dtype == attention::DType::Float32) {
+      EXPECT_TRUE(matches_reference(out.to_dense(), expected_out, out.shape()));
+    } else {
+      EXPECT_TRUE(matches_half_reference(out.to_dense(), expected_out, out.shape(), out_dtype));
+    }
     EXPECT_TRUE(matches_reference(lse.to_dense(), expected_lse, lse.shape(), Domain::Log));
   }
 
@@ -328,6 +337,49 @@ TEST_F(ModAttention, BuiltinMasksAsModsMatchBuiltinKernels) {
     float worst = 0;
     for (size_t n = 0; n < a.size(); ++n) worst = std::max(worst, std::abs(a[n] - b[n]));
     EXPECT_LE(worst, 2e-6f);
+  }
+}
+
+// Float16 and BFloat16 tensors, alone and mixed with fp32 (a half KV cache beside fp32 queries),
+// prefill and decode: widened into the fp32 kernels, out rounded once, against the reference on
+// the rounded inputs.
+TEST_F(ModAttention, HalfPrecisionTensorsMatchReference) {
+  SCOPED_TRACE(seed_note(seed_));
+  using attention::DType;
+  struct Mix {
+    DType q_out, kv;
+  };
+  const auto name = [](DType d) {
+    return d == DType::Float32 ? "Float32" : d == DType::Float16 ? "Float16" : "BFloat16";
+  };
+  for (const Mix& mix :
+       {Mix{DType::Float16, DType::Float16}, Mix{DType::BFloat16, DType::BFloat16},
+        Mix{DType::Float32, DType::Float16}, Mix{DType::BFloat16, DType::Float32}}) {
+    for (const Shape& s : {Shape{2, 4, 2, 67, 90, 32, 24}, Shape{1, 4, 1, 1, 200, 64, 64}}) {
+      SCOPED_TRACE(std::string("q/out ") + name(mix.q_out) + ", k/v " + name(mix.kv) + ", Sq " +
+                   std::to_string(s.Sq));
+      Call call(s, rng_);
+      // Half copies hold exactly the rounded values, which the reference reads from the fp32
+      // tensors.
+      std::vector<std::unique_ptr<HalfCopy>> copies;
+      const auto as = [&](Tensor& t, DType dtype) {
+        if (dtype == DType::Float32) return t.view();
+        for (float& x : t.storage()) x = std::isnan(x) ? x : round_to(dtype, x);
+        copies.push_back(std::make_unique<HalfCopy>(t.view(), dtype));
+        return copies.back()->view();
+      };
+      const TensorView q = as(call.q, mix.q_out), k = as(call.k, mix.kv), v = as(call.v, mix.kv);
+      const TensorView out = as(call.out, mix.q_out);
+      attention::SdpaOptions options;
+      options.scale = call.scale;
+      options.logsumexp = call.lse.view();
+      const attention::Status status = attention::mod_attention(kCausal, q, k, v, out, {}, options);
+      ASSERT_TRUE(status.ok()) << status.message();
+      if (mix.q_out != DType::Float32) copies.back()->write_back();
+      call.expect_matches(
+          {{}, [&](int64_t, int64_t, int64_t i, int64_t j) { return j <= diagonal(i, s); }},
+          mix.q_out);
+    }
   }
 }
 

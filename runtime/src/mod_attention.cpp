@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "half_precision.h"
 #include "halide_view.h"
 #include "kernel_choice.h"
 #include "sdpa_call.h"
@@ -266,13 +267,19 @@ Status mod_attention(const ModKernels& kernels, const TensorView& q, const Tenso
   if (run != detail::Run::CPU) {
     return Status::error(StatusCode::Unsupported, "backend: mod kernels run on the CPU only");
   }
-  for (const auto& [t, name] : std::vector<std::pair<const TensorView*, const char*>>{
-           {&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}}) {
-    if (t->dtype != DType::Float32) {
-      return Status::error(StatusCode::Unsupported, std::string(name) +
-                                                        ": mod kernels take Float32 tensors, got " +
-                                                        detail::dtype_name(t->dtype));
-    }
+  // Float16 / BFloat16 operands (validated above): widened exactly into fp32 scratch for the fp32
+  // mod kernels, and the result rounded into out once; out is untouched until then.
+  if (detail::is_half(q.dtype) || detail::is_half(k.dtype) || detail::is_half(v.dtype) ||
+      detail::is_half(out.dtype)) {
+    detail::Fp32Input wq, wk, wv;
+    detail::Fp32Output result;
+    ATTENTION_RETURN_IF_ERROR(result.stage(out));
+    ATTENTION_RETURN_IF_ERROR(wq.widen(q));
+    ATTENTION_RETURN_IF_ERROR(wk.widen(k));
+    ATTENTION_RETURN_IF_ERROR(wv.widen(v));
+    ATTENTION_RETURN_IF_ERROR(
+        mod_attention(kernels, wq.view(), wk.view(), wv.view(), result.view(), arguments, options));
+    return result.finish();
   }
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   const int64_t Hkv = k.shape[1], Sk = k.shape[2];

@@ -56,15 +56,18 @@ struct ModArgument {
 };
 
 // scaled_dot_product_attention with the mod of `kernels` fused in: q [B, H, Sq, D], k [B, Hkv, Sk,
-// D], v [B, Hkv, Sk, Dv], out [B, H, Sq, Dv], Float32 host tensors (CPU backends); options.scale
-// and options.logsumexp as for scaled_dot_product_attention. The mod says everything that is
-// masked: options.mask must be empty. `arguments` holds each of the mod's inputs once.
+// D], v [B, Hkv, Sk, Dv], out [B, H, Sq, Dv], host tensors (CPU backends) of Float32, Float16 or
+// BFloat16, each its own (a half KV cache beside fp32 queries works); options.scale and
+// options.logsumexp (Float32) as for scaled_dot_product_attention. Half operands are widened
+// exactly into fp32 scratch for the fp32 mod kernels and out is rounded once: correct, and no
+// faster than fp32. The mod says everything that is masked: options.mask must be empty.
+// `arguments` holds each of the mod's inputs once.
 //
 // Errors (nothing written to out): InvalidArgument for a bad shape, dtype or stride (the message
 // names the argument), an input the mod does not declare or one it declares but is not given, a
 // mod tensor whose shape differs from its declaration (checked by the kernel before it computes
-// anything; the message names the tensor and its expected shape); Unsupported for GPU backends,
-// half-precision tensors or masks in options.
+// anything; the message names the tensor and its expected shape); Unsupported for GPU backends or
+// masks in options.
 Status mod_attention(const ModKernels& kernels, const TensorView& q, const TensorView& k,
                      const TensorView& v, const TensorView& out,
                      const std::vector<ModArgument>& arguments, const SdpaOptions& options = {});
