@@ -97,6 +97,7 @@ install(FILES "${PROJECT_BINARY_DIR}/package/attentionConfig.cmake"
               "${PROJECT_BINARY_DIR}/package/attentionConfigVersion.cmake"
               "${PROJECT_SOURCE_DIR}/cmake/attentionKernelLibrary.cmake"
               "${PROJECT_SOURCE_DIR}/cmake/attentionModLibrary.cmake"
+              "${PROJECT_SOURCE_DIR}/cmake/attentionHalide.cmake"
         DESTINATION ${config_dir})
 # attention.pc finds the prefix from its own place (pkg-config's pcfiledir): relocatable too.
 file(RELATIVE_PATH ATTENTION_PC_TO_PREFIX "/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/")

@@ -22,6 +22,7 @@
 # -D<name>-halide_generators_ROOT=<native build directory>.
 include_guard(GLOBAL)
 include("${CMAKE_CURRENT_LIST_DIR}/attentionKernelLibrary.cmake")  # the targets' processor check
+include("${CMAKE_CURRENT_LIST_DIR}/attentionHalide.cmake")
 
 function(attention_add_mod_library NAME)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "" "" "SOURCES;MODS;MASK_MODS;DECODE;TARGETS")
@@ -63,16 +64,7 @@ function(attention_add_mod_library NAME)
   endif ()
   _attention_check_target_processor("${where}" ${ARG_TARGETS})
   if (NOT COMMAND add_halide_library OR (NOT CMAKE_CROSSCOMPILING AND NOT TARGET Halide::Generator))
-    if (CMAKE_CROSSCOMPILING)
-      # A toolchain file that confines package lookups to the target's prefix would not reach
-      # Halide's helpers beside Halide_DIR, nor Python bindings for the target (none are used).
-      if (Halide_DIR AND NOT HalideHelpers_DIR)
-        get_filename_component(halide_cmake_dir "${Halide_DIR}" DIRECTORY)
-        set(HalideHelpers_DIR "${halide_cmake_dir}/HalideHelpers")
-      endif ()
-      set(CMAKE_DISABLE_FIND_PACKAGE_Halide_Python ON)
-    endif ()
-    find_package(Halide REQUIRED)
+    _attention_find_halide()
   endif ()
 
   # Natively: built here and exported for cross builds; cross-compiling: the import found above.
