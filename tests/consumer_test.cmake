@@ -49,6 +49,7 @@ set(configure "${CMAKE_COMMAND}" -S "${WORK_DIR}/src" -G "Unix Makefiles" -DCMAK
               -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF)
 
 if (TOOLCHAIN)
+  set(native_configure ${configure})  # the mod generator's build, for this machine
   set(host_prefix "${WORK_DIR}/host-tools")
   run("${CMAKE_COMMAND}" --install "${HOST_BUILD_DIR}" --prefix "${host_prefix}"
       --component attention_tools)
@@ -71,9 +72,8 @@ if (TOOLCHAIN)
   set(host_package "${WORK_DIR}/host-package")
   run("${CMAKE_COMMAND}" --install "${HOST_BUILD_DIR}" --prefix "${host_package}")
   set(mods -DCONSUMER_MODS=ON "-DHalide_DIR=${HALIDE_DIR}")
-  run("${CMAKE_COMMAND}" -S "${WORK_DIR}/src" -B "${WORK_DIR}/mod-generator" -G "Unix Makefiles"
-      -DCMAKE_BUILD_TYPE=Release -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
-      "-DCMAKE_PREFIX_PATH=${host_package}" ${mods})
+  run(${native_configure} -B "${WORK_DIR}/mod-generator" "-DCMAKE_PREFIX_PATH=${host_package}"
+      ${mods})
   run("${CMAKE_COMMAND}" --build "${WORK_DIR}/mod-generator"
       --target consumer_mods-halide_generators)
   list(APPEND mods "-DCONSUMER_MOD_TARGETS=${KERNEL_TARGETS}")
