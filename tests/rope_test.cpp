@@ -28,6 +28,16 @@ using attention_test::Tensor;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
+// A call refused as InvalidArgument with a message containing `needle`, and its NaN-poisoned
+// output left untouched.
+void expect_refused_untouched(const attention::Status& status, const std::string& needle,
+                              const std::vector<float>& out) {
+  ASSERT_FALSE(status.ok());
+  EXPECT_EQ(status.code(), attention::StatusCode::InvalidArgument);
+  EXPECT_NE(status.message().find(needle), std::string::npos) << status.message();
+  for (float x : out) ASSERT_TRUE(std::isnan(x)) << "out was written";
+}
+
 // The rotation in double of a view x [B, H, S, D] (any strides), dense [B, H, S, D] out.
 std::vector<double> reference_rope(const TensorView& x, const std::vector<int32_t>& offsets,
                                    RopeStyle style, float base, int64_t R) {
@@ -138,11 +148,7 @@ TEST(RotaryEmbedding, BadArguments) {
   const TensorView ov = TensorView::contiguous(out.data(), {2, 2, 3, 8});
   auto expect_error = [&](const TensorView& in, const TensorView& o,
                           const attention::RopeOptions& options, const std::string& needle) {
-    const attention::Status status = attention::apply_rotary_embedding(in, o, options);
-    ASSERT_FALSE(status.ok());
-    EXPECT_EQ(status.code(), attention::StatusCode::InvalidArgument);
-    EXPECT_NE(status.message().find(needle), std::string::npos) << status.message();
-    for (float v : out) ASSERT_TRUE(std::isnan(v)) << "out was written";
+    expect_refused_untouched(attention::apply_rotary_embedding(in, o, options), needle, out);
   };
   attention::RopeOptions options;
   options.rotary_dim = 7;
@@ -420,12 +426,8 @@ TEST(SdpaRope, BadArgumentsLeaveOutputUntouched) {
   auto expect_error = [&](const attention::RopeOptions& rope, const std::string& needle) {
     attention::SdpaOptions options;
     options.rope = rope;
-    const attention::Status status =
-        attention::scaled_dot_product_attention(qv, kv, vv, ov, options);
-    ASSERT_FALSE(status.ok());
-    EXPECT_EQ(status.code(), attention::StatusCode::InvalidArgument);
-    EXPECT_NE(status.message().find(needle), std::string::npos) << status.message();
-    for (float x : out) ASSERT_TRUE(std::isnan(x)) << "out was written";
+    expect_refused_untouched(attention::scaled_dot_product_attention(qv, kv, vv, ov, options),
+                             needle, out);
   };
   attention::RopeOptions rope;
   rope.rotary_dim = 3;
