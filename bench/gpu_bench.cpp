@@ -80,13 +80,14 @@ struct Cuda {
     }
   }
 
-  attention::TensorView upload(const std::vector<float>& host,
+  // A device copy of `host` (elements of `dtype`, `bytes` in all), dense in `shape`.
+  attention::TensorView upload(const void* host, size_t bytes, attention::DType dtype,
                                std::initializer_list<int64_t> shape) {
     uint64_t p = 0;
-    if (alloc(&p, host.size() * sizeof(float)) != 0 ||
-        to_device(p, host.data(), host.size() * sizeof(float)) != 0)
+    if (alloc(&p, bytes) != 0 || to_device(p, host, bytes) != 0)
       bench::fail("gpu_bench", "cuMemAlloc/cuMemcpyHtoD failed");
-    attention::TensorView t = attention::TensorView::contiguous(reinterpret_cast<float*>(p), shape);
+    attention::TensorView t =
+        attention::TensorView::contiguous(reinterpret_cast<void*>(p), dtype, shape);
     t.device = attention::Device::CUDA;
     return t;
   }
@@ -137,28 +138,31 @@ std::vector<double> naive_row(const Shape& s, const std::vector<float>& q,
   return row;
 }
 
+// `tolerance`: relative to max(1, |expected|); a half output's rounding needs more than fp32's.
 void check_rows(const Shape& s, const std::vector<float>& q, const std::vector<float>& k,
-                const std::vector<float>& v, const std::vector<float>& out) {
+                const std::vector<float>& v, const std::vector<float>& out,
+                double tolerance = 2e-5) {
   for (int64_t i : {int64_t{0}, s.Sq / 2, s.Sq - 1}) {
     const int64_t b = s.B - 1, h = s.H / 2;
     const std::vector<double> expected = naive_row(s, q, k, v, b, h, i);
     for (int64_t c = 0; c < s.D; ++c) {
       const double got = out[((b * s.H + h) * s.Sq + i) * s.D + c];
-      if (!(std::fabs(got - expected[c]) <= 2e-5 * std::max(1.0, std::fabs(expected[c]))))
+      if (!(std::fabs(got - expected[c]) <= tolerance * std::max(1.0, std::fabs(expected[c]))))
         bench::fail("gpu_bench", "wrong result at row " + std::to_string(i) + ": " +
                                      std::to_string(got) + " vs " + std::to_string(expected[c]));
     }
   }
 }
 
-void set_counters(benchmark::State& state, const Shape& s) {
+// `kv_bytes`: the size of k's and v's elements (decode's bytes are theirs).
+void set_counters(benchmark::State& state, const Shape& s, size_t kv_bytes = sizeof(float)) {
   state.counters["GFLOP/s"] =
       benchmark::Counter(s.flops() * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["%peak"] = benchmark::Counter(s.flops() * 1e-9 * 100.0 / peak_gflops(),
                                                benchmark::Counter::kIsIterationInvariantRate);
   const double bandwidth = cuda().limits.bandwidth_gbs;
   if (s.Sq == 1 && bandwidth > 0) {  // decode streams K and V once
-    const double bytes = 2.0 * s.B * s.H * s.Sk * s.D * sizeof(float);
+    const double bytes = 2.0 * s.B * s.H * s.Sk * s.D * kv_bytes;
     state.counters["GB/s"] =
         benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
     state.counters["%bw"] = benchmark::Counter(bytes * 1e-9 * 100.0 / bandwidth,
@@ -166,29 +170,71 @@ void set_counters(benchmark::State& state, const Shape& s) {
   }
 }
 
-void BM_CudaDevicePointers(benchmark::State& state, Shape s) {
+// Element types of a CUDA benchmark: k and v (a half KV cache) and, with all_half, q and out too.
+struct Types {
+  attention::DType kv = attention::DType::Float32;
+  bool all_half = false;
+};
+
+// `values` stored as `dtype` (rounded on the host by the library's CPU conversion), and the
+// rounded values as fp32 in place: what the kernel reads, for the check.
+std::vector<uint16_t> stored_as(std::vector<float>& values, attention::DType dtype) {
+  std::vector<uint16_t> bits(values.size());
+  const auto n = static_cast<int64_t>(values.size());
+  const attention::TensorView wide = attention::TensorView::contiguous(values.data(), {n}),
+                              narrow = attention::TensorView::contiguous(bits.data(), dtype, {n});
+  if (!attention::convert_dtype(wide, narrow) || !attention::convert_dtype(narrow, wide))
+    bench::fail("gpu_bench", "convert_dtype failed");
+  return bits;
+}
+
+void BM_CudaDevicePointers(benchmark::State& state, Shape s, Types types) {
   const attention::Status available = attention::backend_available(attention::Backend::CUDA);
   if (!available.ok()) return state.SkipWithError(available.message().c_str());
   Cuda& gpu = cuda();
   if (!gpu.ready) return state.SkipWithError("CUDA device memory could not be set up");
-  const std::vector<float> q = random_values(s.B * s.H * s.Sq * s.D, 1),
-                           k = random_values(s.B * s.H * s.Sk * s.D, 2),
-                           v = random_values(s.B * s.H * s.Sk * s.D, 3);
+  std::vector<float> q = random_values(s.B * s.H * s.Sq * s.D, 1),
+                     k = random_values(s.B * s.H * s.Sk * s.D, 2),
+                     v = random_values(s.B * s.H * s.Sk * s.D, 3);
   std::vector<float> out(q.size());
-  const attention::TensorView dq = gpu.upload(q, {s.B, s.H, s.Sq, s.D}),
-                              dk = gpu.upload(k, {s.B, s.H, s.Sk, s.D}),
-                              dv = gpu.upload(v, {s.B, s.H, s.Sk, s.D}),
-                              dout = gpu.upload(out, {s.B, s.H, s.Sq, s.D});
+  const bool half_kv = types.kv != attention::DType::Float32;
+  const attention::DType q_type = types.all_half ? types.kv : attention::DType::Float32;
+  std::vector<uint16_t> q16, k16, v16, out16(out.size());
+  if (half_kv) {
+    k16 = stored_as(k, types.kv);
+    v16 = stored_as(v, types.kv);
+  }
+  if (types.all_half) q16 = stored_as(q, types.kv);
+  // Device copies in the benchmark's types.
+  auto upload = [&](const std::vector<float>& wide, const std::vector<uint16_t>& narrow,
+                    attention::DType dtype, std::initializer_list<int64_t> shape) {
+    return dtype == attention::DType::Float32
+               ? gpu.upload(wide.data(), wide.size() * sizeof(float), dtype, shape)
+               : gpu.upload(narrow.data(), narrow.size() * sizeof(uint16_t), dtype, shape);
+  };
+  const attention::TensorView dq = upload(q, q16, q_type, {s.B, s.H, s.Sq, s.D}),
+                              dk = upload(k, k16, types.kv, {s.B, s.H, s.Sk, s.D}),
+                              dv = upload(v, v16, types.kv, {s.B, s.H, s.Sk, s.D}),
+                              dout = upload(out, out16, q_type, {s.B, s.H, s.Sq, s.D});
   auto call = [&] {
     const attention::Status status = attention::scaled_dot_product_attention(dq, dk, dv, dout);
     if (!status.ok()) bench::fail("gpu_bench", status.message());
     gpu.synchronize();
   };
   call();  // first call: the driver JIT-compiles the PTX
-  gpu.to_host(out.data(), reinterpret_cast<uint64_t>(dout.data), out.size() * sizeof(float));
-  check_rows(s, q, k, v, out);
+  if (types.all_half) {
+    gpu.to_host(out16.data(), reinterpret_cast<uint64_t>(dout.data), out16.size() * 2);
+    const auto n = static_cast<int64_t>(out.size());
+    if (!attention::convert_dtype(attention::TensorView::contiguous(out16.data(), q_type, {n}),
+                                  attention::TensorView::contiguous(out.data(), {n})))
+      bench::fail("gpu_bench", "convert_dtype failed");
+  } else {
+    gpu.to_host(out.data(), reinterpret_cast<uint64_t>(dout.data), out.size() * sizeof(float));
+  }
+  // A half output is rounded once: bfloat16's half ulp is 2^-9 of the value.
+  check_rows(s, q, k, v, out, types.all_half ? 4e-3 : 2e-5);
   for (auto _ : state) call();
-  set_counters(state, s);
+  set_counters(state, s, half_kv ? sizeof(uint16_t) : sizeof(float));
 }
 
 // Host tensors on the OpenCL backend (copies in and out included): PoCL here, any OpenCL GPU
@@ -238,7 +284,26 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("gpu_fp32_peak_gflops", std::to_string(peak_gflops()));
   benchmark::AddCustomContext("gpu_bandwidth_gbs", std::to_string(limits.bandwidth_gbs));
   for (const Shape& s : kShapes) {
-    benchmark::RegisterBenchmark(name("cuda", s).c_str(), BM_CudaDevicePointers, s)
+    benchmark::RegisterBenchmark(name("cuda", s).c_str(), BM_CudaDevicePointers, s, Types{})
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  // Half precision: decode over an f16 / bf16 KV cache (fp32 q and out; the kernels that read the
+  // cache as stored), and all-bf16 decode and prefill (q and out through the device conversions;
+  // prefill's k and v widened into device scratch).
+  const Shape& prefill = kShapes[0];
+  const Shape& decode = kShapes[4];
+  const struct {
+    const char* backend;
+    const Shape& shape;
+    Types types;
+  } half_runs[] = {{"cuda_f16kv", decode, {attention::DType::Float16, false}},
+                   {"cuda_bf16kv", decode, {attention::DType::BFloat16, false}},
+                   {"cuda_bf16", decode, {attention::DType::BFloat16, true}},
+                   {"cuda_bf16", prefill, {attention::DType::BFloat16, true}}};
+  for (const auto& run : half_runs) {
+    benchmark::RegisterBenchmark(name(run.backend, run.shape).c_str(), BM_CudaDevicePointers,
+                                 run.shape, run.types)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }

@@ -34,13 +34,20 @@ Func zero_pad_features(const GeneratorInput<Buffer<>>& in) {
   return BoundaryConditions::constant_exterior(in, cast(in.type(), 0), bounds);
 }
 
-// `f` read as float32: a half-precision operand is widened where it is loaded (F16C / NEON
-// conversions, a shift for bfloat16), so every product and sum stays fp32. A float32 `f` is
-// returned as it is, which keeps the fp32 kernels' code unchanged.
-Func widened(const Func& f, const std::string& name) {
+// A value of an input of element type `type` (stored as stored_type(type)) as float32.
+Expr to_float(const Expr& value, const Type& type) {
+  if (value.type() == Float(32)) return value;
+  return value.type() == UInt(16) ? half_bits_to_float(value, type) : cast<float>(value);
+}
+
+// `f`, an input of element type `type`, read as float32: a half-precision operand is widened where
+// it is loaded (F16C / NEON conversions, a shift for bfloat16; integer operations on a GPU's raw
+// bits), so every product and sum stays fp32. A float32 `f` is returned as it is, which keeps the
+// fp32 kernels' code unchanged.
+Func widened(const Func& f, const Type& type, const std::string& name) {
   if (f.type() == Float(32)) return f;
   Func wide(name);
-  wide(_) = cast<float>(f(_));
+  wide(_) = to_float(f(_), type);
   return wide;
 }
 
@@ -66,7 +73,8 @@ class SdpaGeneratorBase : public Generator<Self> {
 
   // Element type of k and v: float32, or float16 / bfloat16 for a half-precision KV cache read
   // as it is stored (decode reads nothing else, so half storage halves its time). q, out,
-  // logsumexp and all arithmetic stay fp32.
+  // logsumexp and all arithmetic stay fp32. GPU kernels take half k and v as raw UInt(16) bits
+  // (stored_type, algorithm/bfloat16.h).
   GeneratorParam<Type> kv_type{"kv_type", Float(32)};
 
   // Element type of q: float32, or bfloat16 with kv_type bfloat16 for the native bf16 prefill
@@ -84,8 +92,9 @@ class SdpaGeneratorBase : public Generator<Self> {
   // kernel's arguments. Added in configure() because k and v take their type from kv_type.
   void add_operands() {
     q_ = this->template add_input<Buffer<>>("q", q_type, 4);
-    k_ = this->template add_input<Buffer<>>("k", kv_type, 4);
-    v_ = this->template add_input<Buffer<>>("v", kv_type, 4);
+    const Type kv = stored_type(kv_type, this->get_target());  // GPU: half as raw bits
+    k_ = this->template add_input<Buffer<>>("k", kv, 4);
+    v_ = this->template add_input<Buffer<>>("v", kv, 4);
     scale_ = this->template add_input<float>("scale");
   }
 
@@ -153,7 +162,7 @@ class SdpaGeneratorBase : public Generator<Self> {
     in.bf16_pairs = bf16_pairs();
     in.whole_key_stats = !prefill() && !gpu();
     in.q = clamp_positions(q);
-    in.k = in.bf16_pairs ? clamp_positions(k) : widened(clamp_positions(k), "k_f32");
+    in.k = in.bf16_pairs ? clamp_positions(k) : widened(clamp_positions(k), kv_type, "k_f32");
     // Prefill stages v per head, padded with zero features so P·V blocks never need a tail (GPU:
     // blocks of whole thread tiles); CPU decode reads v once and in place. Bounds inference ignores
     // the predicates that keep reductions inside [0, Sk) (the last split, masked key ranges), so
@@ -168,9 +177,10 @@ class SdpaGeneratorBase : public Generator<Self> {
       Func padded = zero_pad_features(v);
       Var c, j, h, b;
       in.v = Func("v_padded_clamped");
-      in.v(c, j, h, b) = cast<float>(padded(c, clamp(j, v.dim(1).min(), v.dim(1).max()), h, b));
+      in.v(c, j, h, b) =
+          to_float(padded(c, clamp(j, v.dim(1).min(), v.dim(1).max()), h, b), kv_type);
     } else {
-      in.v = widened(clamp_positions(v), "v_f32");
+      in.v = widened(clamp_positions(v), kv_type, "v_f32");
     }
     in.key_split = *key_split_;
     in.scale = *scale_;
@@ -585,8 +595,8 @@ class PagedSdpaGenerator : public SdpaGeneratorBase<PagedSdpaGenerator> {
       const Func table = *block_table_;
       in.seq_k = seq_k;
       in.heads_per_kv = q.dim(2).extent() / k.dim(1).extent();
-      in.k = widened(paged(*k_, table, seq_k, "k_paged"), "k_f32");
-      in.v = widened(paged(*v_, table, seq_k, "v_paged"), "v_f32");
+      in.k = widened(paged(*k_, table, seq_k, "k_paged"), kv_type, "k_f32");
+      in.v = widened(paged(*v_, table, seq_k, "v_paged"), kv_type, "v_f32");
     });
     // A position's rows of every kv head are adjacent in a paged pool: items cover every head.
     plan_.decode_all_heads = true;

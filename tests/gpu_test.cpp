@@ -138,8 +138,9 @@ class CudaMemory {
     int device = 0;
     void* context = nullptr;
     ready_ = init && device_get && retain && set_current && alloc_ && free_ && to_device_ &&
-             to_host_ && stream_create_ && stream_sync_ && stream_destroy_ && init(0) == 0 && device_get(&device, 0) == 0 &&
-             retain(&context, device) == 0 && set_current(context) == 0;
+             to_host_ && stream_create_ && stream_sync_ && stream_destroy_ && init(0) == 0 &&
+             device_get(&device, 0) == 0 && retain(&context, device) == 0 &&
+             set_current(context) == 0;
   }
   ~CudaMemory() {
     for (void* s : streams_) stream_destroy_(s);
@@ -166,6 +167,21 @@ class CudaMemory {
         reinterpret_cast<const char*>(t.view().data) - reinterpret_cast<const char*>(host.data());
     return on_cuda(t.view(), reinterpret_cast<char*>(p) + offset);
   }
+  // A device copy of the elements `host` spans (from its first element to its last, at its
+  // strides; any element type), viewed like it.
+  attention::TensorView copy_span_to_device(const attention::TensorView& host) {
+    uint64_t p = 0;
+    const size_t bytes = span_bytes(host);
+    EXPECT_EQ(alloc_(&p, bytes), 0);
+    allocations_.push_back(p);
+    EXPECT_EQ(to_device_(p, host.data, bytes), 0);
+    return on_cuda(host, reinterpret_cast<void*>(p));
+  }
+  void copy_span_to_host(const attention::TensorView& device_view,
+                         const attention::TensorView& host) {
+    EXPECT_EQ(to_host_(host.data, reinterpret_cast<uint64_t>(device_view.data), span_bytes(host)),
+              0);
+  }
   void copy_to_host(const attention::TensorView& device_view, Tensor& t) {
     std::vector<float>& host = t.storage();
     const auto offset =
@@ -178,6 +194,11 @@ class CudaMemory {
   template <typename Fn>
   Fn symbol(const char* name) {
     return reinterpret_cast<Fn>(dlsym(driver_, name));
+  }
+  static size_t span_bytes(const attention::TensorView& t) {
+    int64_t last = 0;
+    for (int d = 0; d < t.rank; ++d) last += (t.shape[d] - 1) * t.strides[d];
+    return static_cast<size_t>(last + 1) * (t.dtype == attention::DType::Float32 ? 4 : 2);
   }
   void* driver_ = nullptr;
   bool ready_ = false;
@@ -229,6 +250,84 @@ TEST(CudaDevicePointers, SdpaMatchesReference) {
       EXPECT_TRUE(t.out.outside_view_holds(std::numeric_limits<float>::quiet_NaN()))
           << "in out's padding";
       EXPECT_TRUE(matches_reference(t.lse.to_dense(), reference_lse, t.lse.shape(), Domain::Log));
+    }
+  }
+}
+
+// Half-precision device tensors: all one half type, and fp32 q and out over a half KV cache, for
+// decode (the kernels that read the cache as stored) and prefill (operands widened into device
+// scratch), plain and causal, on a stream; and convert_dtype on device tensors.
+TEST(CudaDevicePointers, HalfTensorsMatchReference) {
+  const attention::Status available = attention::backend_available(Backend::CUDA);
+  if (!available.ok()) GTEST_SKIP() << available.message();
+  CudaMemory memory;
+  ASSERT_TRUE(memory.ready()) << "CUDA is available but device memory could not be set up";
+  void* stream = memory.new_stream();
+  for (attention::DType dtype : {attention::DType::Float16, attention::DType::BFloat16}) {
+    for (const SdpaCase& base :
+         {sdpa_case(1, 8, 2, 1, 999, 128, 128), sdpa_case(2, 4, 2, 77, 130, 64, 64)}) {
+      for (bool all_half : {false, true}) {
+        SdpaCase c = base;
+        c.logsumexp = true;
+        c.out_layout = Layout::kPadded;
+        const uint64_t seed = seed_for_current_test();
+        SCOPED_TRACE(describe(c) +
+                     (dtype == attention::DType::Float16 ? ", Float16" : ", BFloat16") +
+                     (all_half ? " q, k, v, out" : " k, v") + ", " + seed_note(seed));
+        SdpaTensors t(c, seed);
+        t.out.poison();
+        t.lse.poison();
+        HalfCopy q(t.q.view(), dtype), k(t.k.view(), dtype), v(t.v.view(), dtype),
+            out(t.out.view(), dtype);
+        attention::SdpaOptions options;
+        options.mask.causal = attention::Causal::BottomRight;
+        options.gpu.cuda_stream = stream;
+        const attention::TensorView dq = memory.copy_span_to_device(all_half ? q.view()
+                                                                             : t.q.view()),
+                                    dk = memory.copy_span_to_device(k.view()),
+                                    dv = memory.copy_span_to_device(v.view()),
+                                    dout = all_half ? memory.copy_span_to_device(out.view())
+                                                    : memory.copy_to_device(t.out),
+                                    dlse = memory.copy_to_device(t.lse);
+        options.logsumexp = dlse;
+        const attention::Status status =
+            attention::scaled_dot_product_attention(dq, dk, dv, dout, options);
+        ASSERT_TRUE(status.ok()) << status.message();
+        memory.synchronize(stream);
+        if (all_half) {
+          memory.copy_span_to_host(dout, out.view());
+          out.write_back();
+        } else {
+          memory.copy_to_host(dout, t.out);
+        }
+        memory.copy_to_host(dlse, t.lse);
+        std::vector<double> want_out, want_lse;
+        reference_sdpa(all_half ? q.rounded() : t.q.view(), k.rounded(), v.rounded(),
+                       c.effective_scale(), &want_out, &want_lse, &options.mask);
+        if (all_half) {
+          EXPECT_TRUE(matches_half_reference(t.out.to_dense(), want_out, t.out.shape(), dtype));
+        } else {
+          EXPECT_TRUE(matches_reference(t.out.to_dense(), want_out, t.out.shape()));
+        }
+        EXPECT_TRUE(t.out.outside_view_holds(std::numeric_limits<float>::quiet_NaN()))
+            << "in out's padding";
+        EXPECT_TRUE(matches_reference(t.lse.to_dense(), want_lse, t.lse.shape(), Domain::Log));
+      }
+    }
+    // convert_dtype on device tensors: q rounded on the GPU, then widened back.
+    SdpaTensors t(sdpa_case(1, 3, 3, 50, 1, 40, 40), seed_for_current_test());
+    HalfCopy want(t.q.view(), dtype);
+    std::vector<uint16_t> bits(static_cast<size_t>(t.q.view().numel()), 0xdead);
+    const attention::TensorView host_half =
+        attention::TensorView::contiguous(bits.data(), dtype, {1, 3, 50, 40});
+    const attention::TensorView dq = memory.copy_to_device(t.q),
+                                dhalf = memory.copy_span_to_device(host_half);
+    ASSERT_TRUE(attention::convert_dtype(dq, dhalf).ok());
+    memory.copy_span_to_host(dhalf, host_half);
+    const attention::TensorView rounded = want.rounded();
+    for (size_t i = 0; i < bits.size(); ++i) {
+      ASSERT_EQ(from_half_bits(bits[i], dtype), static_cast<const float*>(rounded.data)[i])
+          << "element " << i;
     }
   }
 }
@@ -301,8 +400,8 @@ TEST(CudaStream, CallsOnAStreamMatchReference) {
       ASSERT_TRUE(status.ok()) << status.message();
     }
     std::vector<double> reference_out;
-    reference_sdpa(t.q.view(), t.k.view(), t.v.view(), c.effective_scale(), &reference_out,
-                   nullptr, nullptr);
+    reference_sdpa(t.q.view(), t.k.view(), t.v.view(), c.effective_scale(), &reference_out, nullptr,
+                   nullptr);
     EXPECT_TRUE(matches_reference(t.out.to_dense(), reference_out, t.out.shape()))
         << (on_device ? "device tensors" : "host tensors");
   }

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <limits>
 #include <optional>
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "kernel_table.h"
 #include "reference/sdpa_reference.h"
 #include "test_util.h"
 
@@ -45,8 +47,15 @@ float float_of(uint32_t b) {
   return x;
 }
 
+// A conversion between two validated views: the CPU's (detail::convert) or a GPU backend's.
+using Converter = std::function<attention::Status(const TensorView&, const TensorView&)>;
+
+attention::Status cpu_convert(const TensorView& from, const TensorView& to) {
+  return attention::detail::convert(from, to);
+}
+
 // Every one of the 65536 half values widens to the fp32 value it denotes (NaNs to NaN).
-void expect_every_half_value_widens_exactly() {
+void expect_every_half_value_widens_exactly(const Converter& convert = cpu_convert) {
   for (DType dtype : kHalfTypes) {
     SCOPED_TRACE(name(dtype));
     std::vector<uint16_t> half(65536);
@@ -56,12 +65,15 @@ void expect_every_half_value_widens_exactly() {
     std::vector<float> padded(4 * 16400, -7.0f);
     TensorView from = TensorView::contiguous(half.data(), dtype, {4, 16384});
     TensorView to = TensorView::strided(padded.data(), DType::Float32, {4, 16384}, {16400, 1});
-    ASSERT_TRUE(attention::detail::convert(from, to).ok());
+    const attention::Status status = convert(from, to);
+    ASSERT_TRUE(status.ok()) << status.message();
     int64_t mismatches = 0;
     for (size_t i = 0; i < half.size(); ++i) {
       const float got = padded[(i / 16384) * 16400 + i % 16384];
       const float want = from_half_bits(half[i], dtype);
-      const bool same = std::isnan(want) ? std::isnan(got) : bits_of(got) == bits_of(want);
+      const bool same = std::isnan(want)
+                            ? std::isnan(got) && std::signbit(got) == std::signbit(want)
+                            : bits_of(got) == bits_of(want);
       if (!same && mismatches++ < 5) {
         ADD_FAILURE() << "bits 0x" << std::hex << half[i] << ": got " << got << ", want " << want;
       }
@@ -76,7 +88,7 @@ void expect_every_half_value_widens_exactly() {
 // Rounding to a half type: ties to even, overflow to ±inf (Float16 beyond 65504 + half an ulp),
 // subnormals, signed zeros, infinities and NaN, and a million random bit patterns (NaNs among
 // them with every kind of payload).
-void expect_rounding_to_nearest_even(uint64_t seed) {
+void expect_rounding_to_nearest_even(uint64_t seed, const Converter& convert = cpu_convert) {
   std::vector<float> values = {
       0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.996f, 65520.0f, -65520.0f, 70000.0f, 1e30f, -1e30f,
       6.1035156e-05f, 5.9604645e-08f, 2.9802322e-08f, 2.9802326e-08f, 8.940697e-08f, 1e-45f, -3e-6f,
@@ -94,15 +106,17 @@ void expect_rounding_to_nearest_even(uint64_t seed) {
   for (DType dtype : kHalfTypes) {
     SCOPED_TRACE(name(dtype));
     std::vector<uint16_t> half(values.size(), 0xdead);
-    ASSERT_TRUE(
-        attention::detail::convert(TensorView::contiguous(values.data(), DType::Float32, {1, n}),
-                                   TensorView::contiguous(half.data(), dtype, {1, n}))
-            .ok());
+    const attention::Status status =
+        convert(TensorView::contiguous(values.data(), DType::Float32, {1, n}),
+                TensorView::contiguous(half.data(), dtype, {1, n}));
+    ASSERT_TRUE(status.ok()) << status.message();
     int64_t mismatches = 0;
     for (size_t i = 0; i < values.size(); ++i) {
       const uint16_t want = to_half_bits(values[i], dtype);
       const bool nan = std::isnan(values[i]);
-      const bool same = nan ? std::isnan(from_half_bits(half[i], dtype)) : half[i] == want;
+      const bool same =
+          nan ? std::isnan(from_half_bits(half[i], dtype)) && (half[i] & 0x8000) == (want & 0x8000)
+              : half[i] == want;
       if (!same && mismatches++ < 5) {
         ADD_FAILURE() << values[i] << " (0x" << std::hex << bits_of(values[i]) << "): got 0x"
                       << half[i] << ", want 0x" << want;
@@ -125,6 +139,33 @@ TEST(HalfConversion, MatchesReferenceConversions) {
   expect_conversions_match_reference(seed_for_current_test());
 }
 
+// The GPU backends with kernels and a device here (OpenCL on PoCL in CI; CUDA with a GPU).
+std::vector<attention::Backend> gpu_backends() {
+  std::vector<attention::Backend> backends;
+  for (attention::Backend b : {attention::Backend::OpenCL, attention::Backend::CUDA}) {
+    if (attention::backend_available(b).ok()) backends.push_back(b);
+  }
+  return backends;
+}
+
+// The GPU convert kernels (raw 16-bit words converted in integer operations, so no device needs
+// half support) give the reference conversions' results: every half value widened, the special,
+// boundary and random values rounded; NaNs stay NaNs of the same sign.
+TEST(GpuHalf, ConversionsMatchReference) {
+  const auto backends = gpu_backends();
+  if (backends.empty()) GTEST_SKIP() << "no GPU backend here";
+  for (attention::Backend backend : backends) {
+    SCOPED_TRACE(backend == attention::Backend::CUDA ? "CUDA" : "OpenCL");
+    attention::ConvertOptions options;
+    options.backend = backend;
+    const Converter on_gpu = [&](const TensorView& from, const TensorView& to) {
+      return attention::convert_dtype(from, to, options);
+    };
+    expect_every_half_value_widens_exactly(on_gpu);
+    expect_rounding_to_nearest_even(seed_for_current_test(), on_gpu);
+  }
+}
+
 // The reference conversions themselves, on values whose encodings are known.
 TEST(HalfConversion, ReferenceEncodings) {
   EXPECT_EQ(to_half_bits(1.0f, DType::Float16), 0x3c00);
@@ -143,10 +184,23 @@ TEST(HalfConversion, ReferenceEncodings) {
   EXPECT_EQ(from_half_bits(0xc000, DType::BFloat16), -2.0f);
 }
 
+// The CPU and every GPU backend here (host tensors).
+std::vector<attention::Backend> every_backend() {
+  std::vector<attention::Backend> backends = {attention::Backend::CPU};
+  for (attention::Backend b : gpu_backends()) backends.push_back(b);
+  return backends;
+}
+
+const char* name(attention::Backend backend) {
+  return backend == attention::Backend::CPU    ? "CPU"
+         : backend == attention::Backend::CUDA ? "CUDA"
+                                               : "OpenCL";
+}
+
 // fp32 q and out over a half KV cache (the llama.cpp layout): decode shapes take the kernels that
-// read k and v as stored, the others widen them; both with and without masks, GQA, strided
-// caches, logsumexp. The output is fp32, so the fp32 rule applies against the reference on the
-// rounded cache.
+// read k and v as stored (on the CPU and the GPUs), the others widen them; both with and without
+// masks, GQA, strided caches, logsumexp. The output is fp32, so the fp32 rule applies against the
+// reference on the rounded cache.
 TEST(HalfKvCache, Fp32QueriesOverHalfCacheMatchReference) {
   const uint64_t seed = seed_for_current_test();
   const SdpaCase cases[] = {
@@ -160,32 +214,42 @@ TEST(HalfKvCache, Fp32QueriesOverHalfCacheMatchReference) {
   causal_padding.causal = attention::Causal::BottomRight;
   causal_padding.key_lengths = true;
   causal_padding.additive_mask = true;
-  for (DType dtype : kHalfTypes) {
-    for (const SdpaCase& c : cases) {
-      const MaskSpec* const specs[] = {nullptr, &causal_padding};
-      for (const MaskSpec* spec : specs) {
-        SCOPED_TRACE(std::string(name(dtype)) + " cache, " + describe(c) + ", " +
-                     (spec ? describe(*spec) : "no mask") + ", " + seed_note(seed));
-        SdpaTensors t(c, seed);
-        std::optional<MaskTensors> masks;
-        if (spec) masks.emplace(*spec, c, seed);
-        HalfCopy k(t.k.view(), dtype), v(t.v.view(), dtype);
-        t.out.poison();
-        t.lse.poison();
-        attention::SdpaOptions options;
-        options.scale = c.scale;
-        if (masks) options.mask = masks->options;
-        if (c.logsumexp) options.logsumexp = t.lse.view();
-        const attention::Status status = attention::scaled_dot_product_attention(
-            t.q.view(), k.view(), v.view(), t.out.view(), options);
-        ASSERT_TRUE(status.ok()) << status.message();
-        std::vector<double> want_out, want_lse;
-        reference_sdpa(t.q.view(), k.rounded(), v.rounded(), c.effective_scale(), &want_out,
-                       c.logsumexp ? &want_lse : nullptr, masks ? &masks->options : nullptr);
-        EXPECT_TRUE(matches_reference(t.out.to_dense(), want_out, t.out.shape()));
-        EXPECT_TRUE(t.out.outside_view_holds(std::numeric_limits<float>::quiet_NaN()));
-        if (c.logsumexp) {
-          EXPECT_TRUE(matches_reference(t.lse.to_dense(), want_lse, t.lse.shape(), Domain::Log));
+  for (attention::Backend backend : every_backend()) {
+    for (DType dtype : kHalfTypes) {
+      for (const SdpaCase& c : cases) {
+        if (backend != attention::Backend::CPU) {  // the GPU decode kernels over a half cache
+          const auto run = backend == attention::Backend::CUDA ? attention::detail::Run::CUDA
+                                                               : attention::detail::Run::OpenCL;
+          EXPECT_EQ(attention::detail::gpu_half_kv_decode(run, dtype, dtype, c.Sq, c.Sk) != nullptr,
+                    c.Sq <= 2)
+              << describe(c);
+        }
+        const MaskSpec* const specs[] = {nullptr, &causal_padding};
+        for (const MaskSpec* spec : specs) {
+          SCOPED_TRACE(std::string(name(backend)) + ", " + name(dtype) + " cache, " + describe(c) +
+                       ", " + (spec ? describe(*spec) : "no mask") + ", " + seed_note(seed));
+          SdpaTensors t(c, seed);
+          std::optional<MaskTensors> masks;
+          if (spec) masks.emplace(*spec, c, seed);
+          HalfCopy k(t.k.view(), dtype), v(t.v.view(), dtype);
+          t.out.poison();
+          t.lse.poison();
+          attention::SdpaOptions options;
+          options.backend = backend;
+          options.scale = c.scale;
+          if (masks) options.mask = masks->options;
+          if (c.logsumexp) options.logsumexp = t.lse.view();
+          const attention::Status status = attention::scaled_dot_product_attention(
+              t.q.view(), k.view(), v.view(), t.out.view(), options);
+          ASSERT_TRUE(status.ok()) << status.message();
+          std::vector<double> want_out, want_lse;
+          reference_sdpa(t.q.view(), k.rounded(), v.rounded(), c.effective_scale(), &want_out,
+                         c.logsumexp ? &want_lse : nullptr, masks ? &masks->options : nullptr);
+          EXPECT_TRUE(matches_reference(t.out.to_dense(), want_out, t.out.shape()));
+          EXPECT_TRUE(t.out.outside_view_holds(std::numeric_limits<float>::quiet_NaN()));
+          if (c.logsumexp) {
+            EXPECT_TRUE(matches_reference(t.lse.to_dense(), want_lse, t.lse.shape(), Domain::Log));
+          }
         }
       }
     }
@@ -193,7 +257,8 @@ TEST(HalfKvCache, Fp32QueriesOverHalfCacheMatchReference) {
 }
 
 // Any mix of fp32, Float16 and BFloat16 operands (each rounded to its own type), including a
-// Float16 output of a BFloat16 cache and a half additive mask with fp32 operands.
+// Float16 output of a BFloat16 cache and a half additive mask with fp32 operands, on the CPU and
+// every GPU backend here.
 TEST(HalfKvCache, MixedTypesMatchReference) {
   const uint64_t seed = seed_for_current_test();
   struct Mix {
@@ -204,45 +269,48 @@ TEST(HalfKvCache, MixedTypesMatchReference) {
       {f16, bf16, bf16, f32}, {bf16, f16, f16, f16}, {f32, f16, bf16, bf16}, {f16, f32, f32, f32}};
   MaskSpec additive;
   additive.additive_mask = true;
-  for (const Mix& mix : mixes) {
-    for (int64_t Sq : {1, 37}) {
-      const SdpaCase c = sdpa_case(2, 4, 2, Sq, 77, 48, 40);
-      SCOPED_TRACE(std::string("q ") + attention_test::name(mix.q) + ", " + describe(c) + ", " +
-                   seed_note(seed));
-      SdpaTensors t(c, seed);
-      MaskTensors masks(additive, c, seed);
-      t.out.poison();
-      std::vector<std::optional<HalfCopy>> copies(5);
-      const auto in_type = [&](int i, const TensorView& view, DType dtype, TensorView* rounded) {
-        if (dtype == f32) {
-          *rounded = view;
-          return view;
+  for (attention::Backend backend : every_backend()) {
+    for (const Mix& mix : mixes) {
+      for (int64_t Sq : {1, 37}) {
+        const SdpaCase c = sdpa_case(2, 4, 2, Sq, 77, 48, 40);
+        SCOPED_TRACE(std::string(name(backend)) + ", q " + attention_test::name(mix.q) + ", " +
+                     describe(c) + ", " + seed_note(seed));
+        SdpaTensors t(c, seed);
+        MaskTensors masks(additive, c, seed);
+        t.out.poison();
+        std::vector<std::optional<HalfCopy>> copies(5);
+        const auto in_type = [&](int i, const TensorView& view, DType dtype, TensorView* rounded) {
+          if (dtype == f32) {
+            *rounded = view;
+            return view;
+          }
+          copies[i].emplace(view, dtype);
+          *rounded = copies[i]->rounded();
+          return copies[i]->view();
+        };
+        TensorView rq, rk, rv, rmask, unused;
+        const TensorView q = in_type(0, t.q.view(), mix.q, &rq);
+        const TensorView k = in_type(1, t.k.view(), mix.k, &rk);
+        const TensorView v = in_type(2, t.v.view(), mix.v, &rv);
+        attention::SdpaOptions options;
+        options.backend = backend;
+        options.mask = masks.options;
+        options.mask.additive_mask =
+            in_type(3, masks.options.additive_mask, mix.out == f32 ? f16 : mix.out, &rmask);
+        const TensorView out = in_type(4, t.out.view(), mix.out, &unused);
+        const attention::Status status =
+            attention::scaled_dot_product_attention(q, k, v, out, options);
+        ASSERT_TRUE(status.ok()) << status.message();
+        if (copies[4]) copies[4]->write_back();
+        attention::MaskOptions reference_mask = masks.options;
+        reference_mask.additive_mask = rmask;
+        std::vector<double> want;
+        reference_sdpa(rq, rk, rv, c.effective_scale(), &want, nullptr, &reference_mask);
+        if (mix.out == f32) {
+          EXPECT_TRUE(matches_reference(t.out.to_dense(), want, t.out.shape()));
+        } else {
+          EXPECT_TRUE(matches_half_reference(t.out.to_dense(), want, t.out.shape(), mix.out));
         }
-        copies[i].emplace(view, dtype);
-        *rounded = copies[i]->rounded();
-        return copies[i]->view();
-      };
-      TensorView rq, rk, rv, rmask, unused;
-      const TensorView q = in_type(0, t.q.view(), mix.q, &rq);
-      const TensorView k = in_type(1, t.k.view(), mix.k, &rk);
-      const TensorView v = in_type(2, t.v.view(), mix.v, &rv);
-      attention::SdpaOptions options;
-      options.mask = masks.options;
-      options.mask.additive_mask =
-          in_type(3, masks.options.additive_mask, mix.out == f32 ? f16 : mix.out, &rmask);
-      const TensorView out = in_type(4, t.out.view(), mix.out, &unused);
-      const attention::Status status =
-          attention::scaled_dot_product_attention(q, k, v, out, options);
-      ASSERT_TRUE(status.ok()) << status.message();
-      if (copies[4]) copies[4]->write_back();
-      attention::MaskOptions reference_mask = masks.options;
-      reference_mask.additive_mask = rmask;
-      std::vector<double> want;
-      reference_sdpa(rq, rk, rv, c.effective_scale(), &want, nullptr, &reference_mask);
-      if (mix.out == f32) {
-        EXPECT_TRUE(matches_reference(t.out.to_dense(), want, t.out.shape()));
-      } else {
-        EXPECT_TRUE(matches_half_reference(t.out.to_dense(), want, t.out.shape(), mix.out));
       }
     }
   }
@@ -371,19 +439,23 @@ TEST(HalfKvCache, ErrorsNameTheArgument) {
   EXPECT_TRUE(t.out.outside_view_holds(std::numeric_limits<float>::quiet_NaN()));
   for (float x : t.out.to_dense()) EXPECT_TRUE(std::isnan(x));
 
+  // convert_dtype: tensors on two devices, and a stream for a CPU conversion.
   HalfCopy k(t.k.view(), DType::Float16);
-  TensorView k_cuda = k.view(), q_cuda = t.q.view(), v_cuda = t.v.view(), out_cuda = t.out.view();
-  for (TensorView* view : {&q_cuda, &k_cuda, &v_cuda, &out_cuda}) {
-    view->device = attention::Device::CUDA;
-  }
-  status = attention::scaled_dot_product_attention(q_cuda, k_cuda, v_cuda, out_cuda);
-  if (attention::backend_available(attention::Backend::CUDA).ok()) {
-    EXPECT_EQ(status.code(), attention::StatusCode::Unsupported) << status.message();
-    EXPECT_NE(status.message().find("Float16/BFloat16 Device::CUDA"), std::string::npos)
-        << status.message();
-  } else {
-    EXPECT_FALSE(status.ok());  // no CUDA here: refused as an unavailable backend
-  }
+  TensorView k_cuda = k.view();
+  k_cuda.device = attention::Device::CUDA;
+  status = attention::convert_dtype(t.q.view(), k_cuda);
+  EXPECT_EQ(status.code(), attention::StatusCode::InvalidArgument);
+  EXPECT_NE(status.message().find("every tensor of a call must be on the same device"),
+            std::string::npos)
+      << status.message();
+  int stream = 0;
+  attention::ConvertOptions options;
+  options.gpu.cuda_stream = &stream;
+  status = attention::convert_dtype(t.k.view(), k.view(), options);
+  EXPECT_EQ(status.code(), attention::StatusCode::InvalidArgument);
+  EXPECT_EQ(status.message(),
+            "gpu.cuda_stream: set, but the call runs on the CPU backend (a CUDA stream orders "
+            "Backend::CUDA calls only)");
 }
 
 }  // namespace

@@ -335,6 +335,17 @@ void GpuCall::begin_chunk() {
   chunk_wrapped_ = wrapped_.size();
 }
 
+Status GpuCall::wait() {
+  halide_buffer_t* any = !allocated_.empty() ? allocated_.front()
+                         : !wrapped_.empty() ? wrapped_.front()
+                                             : nullptr;
+  if (any == nullptr) return Status::ok_status();
+  if (const int code = halide_device_sync(&call_, any); code != 0) {
+    return failure("waiting for the call's kernels", code);
+  }
+  return Status::ok_status();
+}
+
 Status GpuCall::failure(const char* what, int code) {
   return Status::error(status_code_of_halide_error(code),
                        std::string("internal: ") + what + " failed (code " + std::to_string(code) +

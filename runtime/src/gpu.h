@@ -39,6 +39,13 @@ Status check_gpu_strides(const std::vector<NamedView>& tensors);
 // them to the device; CUDA tensors are wrapped (halide_cuda_wrap_device_ptr) and never copied.
 // After the call, outputs on the host are copied back, and every device allocation Halide made or
 // wrapped is released.
+// The GPU kernels take Float16 and BFloat16 tensors as their raw 16-bit words (UInt(16)) and
+// convert in the kernel (generators/algorithm/bfloat16.h): `buffer`, a HalideView of such a
+// tensor, retyped for them.
+inline void as_half_bits(halide_buffer_t* buffer) {
+  buffer->type = halide_type_t(halide_type_uint, 16);
+}
+
 class GpuCall {
  public:
   // cuda_stream: GpuOptions::cuda_stream (Run::CUDA only).
@@ -62,6 +69,10 @@ class GpuCall {
   // Releases one buffer registered before the current chunk (its device memory, or its wrapping),
   // e.g. the k and v of a finished group of chunks. Not during a chunk.
   void release(halide_buffer_t* buffer);
+
+  // Waits for the work queued on the call's stream (CUDA; OpenCL calls have returned by then),
+  // e.g. before freeing device memory a queued kernel may still read.
+  Status wait();
 
   // Runs `kernel` (built with user_context) and brings the outputs back.
   template <typename Kernel, typename... Args>

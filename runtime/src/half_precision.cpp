@@ -9,6 +9,16 @@
 #include "convert_f16_to_f32.h"
 #include "convert_f32_to_bf16.h"
 #include "convert_f32_to_f16.h"
+#if ATTENTION_GPU
+#include "convert_bf16_to_f32_cuda.h"
+#include "convert_bf16_to_f32_opencl.h"
+#include "convert_f16_to_f32_cuda.h"
+#include "convert_f16_to_f32_opencl.h"
+#include "convert_f32_to_bf16_cuda.h"
+#include "convert_f32_to_bf16_opencl.h"
+#include "convert_f32_to_f16_cuda.h"
+#include "convert_f32_to_f16_opencl.h"
+#endif
 #include "generated_kernels.h"
 #include "halide_view.h"
 #include "validate.h"
@@ -99,12 +109,108 @@ Status convert(const TensorView& from, const TensorView& to) {
                                                       dtype_name(to.dtype));
 }
 
-Status half_on_cuda_unsupported(const char* tensors) {
-  return Status::error(StatusCode::Unsupported,
-                       std::string(tensors) +
-                           ": Float16/BFloat16 Device::CUDA tensors are not supported yet; pass "
-                           "Float32 device tensors, or half host tensors (converted on the host)");
+Status convert_on_gpu(Run run, const TensorView& from, const TensorView& to, void* cuda_stream) {
+#if ATTENTION_GPU
+  if (from.numel() == 0) return Status::ok_status();
+  using Kernel = decltype(&convert_f16_to_f32_cuda);
+  struct Conversion {
+    DType from, to;
+    Kernel cuda, opencl;
+    const char* cuda_name;
+    const char* opencl_name;
+  };
+#define ATTENTION_GPU_CONVERSION(from, to, kernel) \
+  { from, to, kernel##_cuda, kernel##_opencl, #kernel "_cuda", #kernel "_opencl" }
+  static const Conversion kConversions[] = {
+      ATTENTION_GPU_CONVERSION(DType::Float16, DType::Float32, convert_f16_to_f32),
+      ATTENTION_GPU_CONVERSION(DType::BFloat16, DType::Float32, convert_bf16_to_f32),
+      ATTENTION_GPU_CONVERSION(DType::Float32, DType::Float16, convert_f32_to_f16),
+      ATTENTION_GPU_CONVERSION(DType::Float32, DType::BFloat16, convert_f32_to_bf16)};
+#undef ATTENTION_GPU_CONVERSION
+  for (const Conversion& c : kConversions) {
+    if (c.from != from.dtype || c.to != to.dtype) continue;
+    HalideView in(as_rank4(from)), out(as_rank4(to));
+    as_half_bits(from.dtype == DType::Float32 ? out.get() : in.get());
+    GpuCall call(run, cuda_stream);
+    ATTENTION_RETURN_IF_ERROR(call.input(in.get(), from.device));
+    ATTENTION_RETURN_IF_ERROR(call.output(out.get(), to.device));
+    return run == Run::CUDA ? call.run(c.cuda_name, c.cuda, in.get(), out.get())
+                            : call.run(c.opencl_name, c.opencl, in.get(), out.get());
+  }
+#else
+  (void)run, (void)to, (void)cuda_stream;
+#endif
+  return Status::error(StatusCode::KernelFailure,
+                       std::string("internal: no GPU conversion of ") + dtype_name(from.dtype));
 }
+
+Status HostFp32Scratch::widen(const TensorView& t, TensorView* fp32) {
+  Fp32Input& input = inputs_.emplace_back();
+  ATTENTION_RETURN_IF_ERROR(input.widen(t));
+  *fp32 = input.view();
+  return Status::ok_status();
+}
+
+Status HostFp32Scratch::stage(const TensorView& out, TensorView* fp32) {
+  ATTENTION_RETURN_IF_ERROR(output_.stage(out));
+  *fp32 = output_.view();
+  return Status::ok_status();
+}
+
+Status HostFp32Scratch::finish(const TensorView& fp32, const TensorView& out) const {
+  (void)fp32, (void)out;  // output_ knows both
+  return output_.finish();
+}
+
+#if ATTENTION_GPU
+struct CudaFp32Scratch::Impl {
+  // Declared before `call`, which frees their device memory first.
+  std::deque<HalideView> buffers;
+  GpuCall call;
+  explicit Impl(void* cuda_stream) : call(Run::CUDA, cuda_stream) {}
+};
+
+CudaFp32Scratch::CudaFp32Scratch(void* cuda_stream)
+    : impl_(std::make_unique<Impl>(cuda_stream)), cuda_stream_(cuda_stream) {}
+
+CudaFp32Scratch::~CudaFp32Scratch() {
+  // Kernels queued on the caller's stream may still read or write the scratch.
+  (void)impl_->call.wait();
+}
+
+Status CudaFp32Scratch::allocate(const TensorView& t, TensorView* fp32) {
+  TensorView dense = dense_view(t, nullptr, DType::Float32);
+  HalideView& buffer = impl_->buffers.emplace_back(dense);
+  ATTENTION_RETURN_IF_ERROR(impl_->call.scratch(buffer.get()));
+  // Halide's CUDA buffers hold the CUdeviceptr itself.
+  dense.data = reinterpret_cast<void*>(static_cast<uintptr_t>(buffer.get()->device));
+  dense.device = Device::CUDA;
+  *fp32 = dense;
+  return Status::ok_status();
+}
+
+Status CudaFp32Scratch::widen(const TensorView& t, TensorView* fp32) {
+  *fp32 = t;
+  if (t.dtype == DType::Float32) return Status::ok_status();
+  if (t.data == nullptr || t.numel() == 0) {  // nothing to read, but typed fp32 all the same
+    fp32->dtype = DType::Float32;
+    return Status::ok_status();
+  }
+  ATTENTION_RETURN_IF_ERROR(allocate(t, fp32));
+  return convert_on_gpu(Run::CUDA, t, *fp32, cuda_stream_);
+}
+
+Status CudaFp32Scratch::stage(const TensorView& out, TensorView* fp32) {
+  *fp32 = out;
+  if (out.dtype == DType::Float32 || out.numel() == 0) return Status::ok_status();
+  return allocate(out, fp32);
+}
+
+Status CudaFp32Scratch::finish(const TensorView& fp32, const TensorView& out) {
+  if (out.dtype == DType::Float32) return Status::ok_status();
+  return convert_on_gpu(Run::CUDA, fp32, out, cuda_stream_);
+}
+#endif
 
 Status Fp32Input::widen(const TensorView& t) {
   view_ = t;
@@ -138,14 +244,22 @@ Status Fp32Output::finish() const {
 
 namespace attention {
 
-Status convert_dtype(const TensorView& from, const TensorView& to) {
+Status convert_dtype(const TensorView& from, const TensorView& to, const ConvertOptions& options) {
   if (from.rank < 1 || from.rank > kMaxRank) {
     return Status::invalid("from: expected a tensor of rank 1 to 4, got rank " +
                            std::to_string(from.rank));
   }
+  const std::vector<detail::NamedView> tensors = {{&from, "from"}, {&to, "to"}};
+  detail::Run run = detail::Run::CPU;
+  ATTENTION_RETURN_IF_ERROR(detail::resolve_backend(options.backend, tensors, &run));
+  ATTENTION_RETURN_IF_ERROR(detail::check_cuda_stream(options.gpu, "gpu", run));
+  const Device device = detail::device_of(tensors);
+  const bool gpu = run != detail::Run::CPU;
   const char* layout = "[same shape as from]";
-  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(from, "from", from.rank, layout));
-  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(to, "to", from.rank, layout));
+  ATTENTION_RETURN_IF_ERROR(
+      detail::check_float_view(from, "from", from.rank, layout, device, /*any_strides=*/gpu));
+  ATTENTION_RETURN_IF_ERROR(
+      detail::check_float_view(to, "to", from.rank, layout, device, /*any_strides=*/gpu));
   if ((from.dtype == DType::Float32) == (to.dtype == DType::Float32)) {
     return Status::invalid(std::string("to: converts between Float32 and a half type, got ") +
                            detail::dtype_name(from.dtype) + " to " + detail::dtype_name(to.dtype));
@@ -157,7 +271,9 @@ Status convert_dtype(const TensorView& from, const TensorView& to) {
     }
   }
   ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(to, "to", {{&from, "from"}}));
-  return detail::convert(from, to);
+  if (!gpu) return detail::convert(from, to);
+  ATTENTION_RETURN_IF_ERROR(detail::check_gpu_strides(tensors));
+  return detail::convert_on_gpu(run, from, to, options.gpu.cuda_stream);
 }
 
 }  // namespace attention

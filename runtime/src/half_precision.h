@@ -5,9 +5,11 @@
 
 #include <HalideRuntime.h>
 
+#include <deque>
 #include <memory>
 
 #include "attention/attention.h"
+#include "gpu.h"
 
 namespace attention::detail {
 
@@ -24,8 +26,10 @@ using ScratchFloats = std::unique_ptr<float, HalideFree>;
 // between Float32 and a half type in either direction. Both must be validated CPU views.
 Status convert(const TensorView& from, const TensorView& to);
 
-// The error of a call with half-precision tensors on Device::CUDA (`tensors` names them).
-Status half_on_cuda_unsupported(const char* tensors);
+// convert() on a GPU backend (Run::CUDA or Run::OpenCL; gpu.h) with the GPU convert kernels
+// (the same results as the CPU's, bit for bit): Device::CUDA tensors in place on the device (on
+// `cuda_stream`), host tensors through the backend's copies. Any non-negative strides.
+Status convert_on_gpu(Run run, const TensorView& from, const TensorView& to, void* cuda_stream);
 
 // A validated float tensor as fp32: the tensor itself when it already is, else a dense fp32 copy
 // (exact: every half value is an fp32 value).
@@ -51,5 +55,46 @@ class Fp32Output {
   TensorView out_, view_;
   ScratchFloats storage_;
 };
+
+// Fp32Input and Fp32Output for a call with several half operands, behind CudaFp32Scratch's
+// interface (so one code path serves host and Device::CUDA tensors): host tensors widened on the
+// host, copies kept until this object is destroyed.
+class HostFp32Scratch {
+ public:
+  Status widen(const TensorView& t, TensorView* fp32);
+  Status stage(const TensorView& out, TensorView* fp32);
+  Status finish(const TensorView& fp32, const TensorView& out) const;
+
+ private:
+  std::deque<Fp32Input> inputs_;
+  Fp32Output output_;
+};
+
+#if ATTENTION_GPU
+// The half operands of a Device::CUDA call as fp32 device scratch, converted on the device by the
+// GPU convert kernels on the call's stream, and the one rounding of a staged fp32 result into a
+// half output: what Fp32Input and Fp32Output do on the host. The scratch lives until this object
+// is destroyed (after waiting for the stream).
+class CudaFp32Scratch {
+ public:
+  explicit CudaFp32Scratch(void* cuda_stream);
+  ~CudaFp32Scratch();
+  CudaFp32Scratch(const CudaFp32Scratch&) = delete;
+  CudaFp32Scratch& operator=(const CudaFp32Scratch&) = delete;
+  // `t` (a validated Device::CUDA float tensor, or absent) as fp32: itself when it is, else a dense
+  // device copy.
+  Status widen(const TensorView& t, TensorView* fp32);
+  // The fp32 tensor a kernel writes for output `out`: itself, or dense device scratch.
+  Status stage(const TensorView& out, TensorView* fp32);
+  // Rounds a staged result into `out` (nothing when out is fp32).
+  Status finish(const TensorView& fp32, const TensorView& out);
+
+ private:
+  Status allocate(const TensorView& t, TensorView* fp32);
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  void* cuda_stream_;
+};
+#endif
 
 }  // namespace attention::detail

@@ -26,6 +26,14 @@
 #include "mha_f32_masked_cuda.h"
 #include "mha_f32_masked_opencl.h"
 #include "mha_f32_opencl.h"
+#include "sdpa_bf16kv_decode_cuda.h"
+#include "sdpa_bf16kv_decode_opencl.h"
+#include "sdpa_bf16kv_masked_decode_cuda.h"
+#include "sdpa_bf16kv_masked_decode_opencl.h"
+#include "sdpa_f16kv_decode_cuda.h"
+#include "sdpa_f16kv_decode_opencl.h"
+#include "sdpa_f16kv_masked_decode_cuda.h"
+#include "sdpa_f16kv_masked_decode_opencl.h"
 #include "sdpa_f32_decode_cuda.h"
 #include "sdpa_f32_decode_opencl.h"
 #include "sdpa_f32_masked_decode_cuda.h"
@@ -57,6 +65,13 @@ const SdpaRow kSdpaOpenCl{
     {ATTENTION_SLOT(sdpa_f32_prefill_opencl), ATTENTION_SLOT(sdpa_f32_decode_opencl)},
     {ATTENTION_SLOT(sdpa_f32_masked_prefill_opencl),
      ATTENTION_SLOT(sdpa_f32_masked_decode_opencl)}};
+// Per backend: the f16 and bf16 KV caches' decode kernels (raw 16-bit k and v).
+const HalfKvDecodeRow kHalfKvCuda[] = {
+    {ATTENTION_SLOT(sdpa_f16kv_decode_cuda), ATTENTION_SLOT(sdpa_f16kv_masked_decode_cuda)},
+    {ATTENTION_SLOT(sdpa_bf16kv_decode_cuda), ATTENTION_SLOT(sdpa_bf16kv_masked_decode_cuda)}};
+const HalfKvDecodeRow kHalfKvOpenCl[] = {
+    {ATTENTION_SLOT(sdpa_f16kv_decode_opencl), ATTENTION_SLOT(sdpa_f16kv_masked_decode_opencl)},
+    {ATTENTION_SLOT(sdpa_bf16kv_decode_opencl), ATTENTION_SLOT(sdpa_bf16kv_masked_decode_opencl)}};
 const MhaRow kMhaCuda{ATTENTION_SLOT(mha_f32_cuda), ATTENTION_SLOT(mha_f32_masked_cuda)};
 const MhaRow kMhaOpenCl{ATTENTION_SLOT(mha_f32_opencl), ATTENTION_SLOT(mha_f32_masked_opencl)};
 #endif
@@ -229,6 +244,21 @@ const HalfKvDecodeRow* half_kv_decode(DType kv, DType v, bool masked, int64_t B,
   return choice->prefill ? nullptr : row;
 }
 
+const HalfKvDecodeRow* gpu_half_kv_decode(Run run, DType kv, DType v, int64_t Sq, int64_t Sk) {
+#if ATTENTION_GPU
+  const bool half = kv == DType::Float16 || kv == DType::BFloat16;
+  if (run == Run::CPU || v != kv || !half || Sk == 0) return nullptr;
+  const SdpaRow& fp32 = sdpa_row(run);
+  if (choose_gpu_kernel(fp32.plain.prefill.name, fp32.plain.decode.name, Sq).prefill)
+    return nullptr;
+  const HalfKvDecodeRow* rows = run == Run::CUDA ? kHalfKvCuda : kHalfKvOpenCl;
+  return &rows[kv == DType::Float16 ? 0 : 1];
+#else
+  (void)run, (void)kv, (void)v, (void)Sq, (void)Sk;
+  return nullptr;
+#endif
+}
+
 const KernelSlot<decltype(&sdpa_f32_prefill)>* bf16_prefill_kernel() {
 #if ATTENTION_BF16_PREFILL && defined(__x86_64__)
   // Every extension LLVM may use under the kernel's target, by CPUID leaf 7: AVX-512 F, DQ, IFMA,
@@ -376,6 +406,16 @@ std::vector<KernelSlotInfo> kernel_slots() {
     slots.push_back({family, "cpu", "decode", row->plain.name});
     slots.push_back({family, "cpu", "masked_decode", row->masked.name});
   }
+#if ATTENTION_GPU
+  for (Run run : {Run::CUDA, Run::OpenCL}) {
+    const HalfKvDecodeRow* rows = run == Run::CUDA ? kHalfKvCuda : kHalfKvOpenCl;
+    for (const auto& [family, row] :
+         {std::pair{"sdpa_f16kv", &rows[0]}, std::pair{"sdpa_bf16kv", &rows[1]}}) {
+      slots.push_back({family, backend_name(run), "decode", row->plain.name});
+      slots.push_back({family, backend_name(run), "masked_decode", row->masked.name});
+    }
+  }
+#endif
 #if ATTENTION_BF16_PREFILL
   slots.push_back({"sdpa_bf16", "cpu", "prefill", kBf16Prefill.name});
 #endif

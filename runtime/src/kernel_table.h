@@ -65,6 +65,12 @@ const HalfKvDecodeRow* half_kv_decode_row(DType kv);
 const HalfKvDecodeRow* half_kv_decode(DType kv, DType v, bool masked, int64_t B, int64_t Hkv,
                                       int64_t Sq, int64_t Sk, KernelChoice* choice);
 
+// The GPU decode kernels over a half KV cache (k and v read as raw 16-bit words, fp32 q and out)
+// for a `run` on a GPU with k of `kv`, v of `v`, Sq queries and Sk keys: those of the cache's type
+// when both are one half type, Sk >= 1 and the fp32 rule picks the decode tiling; nullptr
+// otherwise (the call widens k and v instead).
+const HalfKvDecodeRow* gpu_half_kv_decode(Run run, DType kv, DType v, int64_t Sq, int64_t Sk);
+
 // The native bf16 prefill (generators/CMakeLists.txt: sdpa_bf16_prefill; the fp32 kernels'
 // signature, with bfloat16 q, k and v), when this build has it and this CPU runs it: AVX-512 BF16
 // by CPUID, and the rest of its target's features by Halide's check (so a hook that caps the ISA,

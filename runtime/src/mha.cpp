@@ -311,32 +311,44 @@ bool same_view(const TensorView& a, const TensorView& b) {
 
 // A call with a Float16 or BFloat16 tensor: every half input (x_q, x_kv, weights, biases, the
 // additive mask) widened exactly, the fp32 block, and out rounded once. attention_weights is fp32.
-Status run_mha_half(const TensorView& x_q, const TensorView& x_kv, const MhaWeights& weights,
-                    const TensorView& out, const MhaOptions& options) {
-  if (x_q.device == Device::CUDA) {  // host half tensors are widened here for any backend
-    return detail::half_on_cuda_unsupported("x_q, x_kv, weights, out");
-  }
-  detail::Fp32Output result;
-  ATTENTION_RETURN_IF_ERROR(result.stage(out));
-  detail::Fp32Input wx_q, wx_kv, wmask;
-  ATTENTION_RETURN_IF_ERROR(wx_q.widen(x_q));
+// `scratch`: detail::HostFp32Scratch for host tensors (any backend), detail::CudaFp32Scratch for
+// Device::CUDA ones (converted on the device).
+template <typename Scratch>
+Status run_mha_half(Scratch& scratch, const TensorView& x_q, const TensorView& x_kv,
+                    const MhaWeights& weights, const TensorView& out, const MhaOptions& options) {
+  TensorView out32, x_q32, x_kv32, mask32;
+  ATTENTION_RETURN_IF_ERROR(scratch.stage(out, &out32));
+  ATTENTION_RETURN_IF_ERROR(scratch.widen(x_q, &x_q32));
   const bool self_attention = same_view(x_q, x_kv);
-  if (!self_attention) ATTENTION_RETURN_IF_ERROR(wx_kv.widen(x_kv));
-  ATTENTION_RETURN_IF_ERROR(wmask.widen(options.mask.additive_mask));
+  if (self_attention) {
+    x_kv32 = x_q32;
+  } else {
+    ATTENTION_RETURN_IF_ERROR(scratch.widen(x_kv, &x_kv32));
+  }
+  ATTENTION_RETURN_IF_ERROR(scratch.widen(options.mask.additive_mask, &mask32));
   MhaWeights w = weights;
-  TensorView* const views[] = {
-      &w.in_proj_weight, &w.in_proj_bias, &w.q_proj_weight, &w.k_proj_weight,   &w.v_proj_weight,
-      &w.q_bias,         &w.k_bias,       &w.v_bias,        &w.out_proj_weight, &w.out_proj_bias};
-  detail::Fp32Input widened[std::size(views)];
-  for (size_t i = 0; i < std::size(views); ++i) {
-    ATTENTION_RETURN_IF_ERROR(widened[i].widen(*views[i]));
-    *views[i] = widened[i].view();
+  for (TensorView* view :
+       {&w.in_proj_weight, &w.in_proj_bias, &w.q_proj_weight, &w.k_proj_weight, &w.v_proj_weight,
+        &w.q_bias, &w.k_bias, &w.v_bias, &w.out_proj_weight, &w.out_proj_bias}) {
+    const TensorView given = *view;
+    ATTENTION_RETURN_IF_ERROR(scratch.widen(given, view));
   }
   MhaOptions fp32_options = options;
-  fp32_options.mask.additive_mask = wmask.view();
-  ATTENTION_RETURN_IF_ERROR(multi_head_attention(
-      wx_q.view(), self_attention ? wx_q.view() : wx_kv.view(), w, result.view(), fp32_options));
-  return result.finish();
+  fp32_options.mask.additive_mask = mask32;
+  ATTENTION_RETURN_IF_ERROR(multi_head_attention(x_q32, x_kv32, w, out32, fp32_options));
+  return scratch.finish(out32, out);
+}
+
+Status run_mha_half(const TensorView& x_q, const TensorView& x_kv, const MhaWeights& weights,
+                    const TensorView& out, const MhaOptions& options) {
+#if ATTENTION_GPU
+  if (x_q.device == Device::CUDA) {
+    detail::CudaFp32Scratch scratch(options.gpu.cuda_stream);
+    return run_mha_half(scratch, x_q, x_kv, weights, out, options);
+  }
+#endif
+  detail::HostFp32Scratch scratch;
+  return run_mha_half(scratch, x_q, x_kv, weights, out, options);
 }
 
 }  // namespace

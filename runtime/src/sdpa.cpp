@@ -56,10 +56,11 @@ Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorVie
 // each chunk's q, out and logsumexp are windows of its rows (the masks' arguments follow them)
 // and of its batches and heads, k and v of the same batches and kv heads, all keeping their
 // batch and head indices (so the per-batch and per-head mask pieces are read whole). Consecutive
-// chunks of the same batches and heads share k and v.
+// chunks of the same batches and heads share k and v. `half_kv`: a decode row over a half KV cache
+// (detail::gpu_half_kv_decode) for k and v of that type, whose kernels read them as raw bits.
 Status run_gpu(detail::Run run, const TensorView& q, const TensorView& k, const TensorView& v,
                const TensorView& out, const TensorView& lse, float scale,
-               const SdpaOptions& options) {
+               const SdpaOptions& options, const detail::HalfKvDecodeRow* half_kv = nullptr) {
   const MaskOptions& m = options.mask;
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Sk = k.shape[2];
   const int64_t group = H / k.shape[1];  // query heads per kv head
@@ -94,6 +95,10 @@ Status run_gpu(detail::Run run, const TensorView& q, const TensorView& k, const 
         };
         hk = &chunk_views.emplace_back(kv_window(k), kv_mins);
         hv = &chunk_views.emplace_back(kv_window(v), kv_mins);
+        if (half_kv != nullptr) {
+          detail::as_half_bits(hk->get());
+          detail::as_half_bits(hv->get());
+        }
         ATTENTION_RETURN_IF_ERROR(call.input(hk->get(), k.device));
         ATTENTION_RETURN_IF_ERROR(call.input(hv->get(), v.device));
       }
@@ -126,13 +131,18 @@ Status run_gpu(detail::Run run, const TensorView& q, const TensorView& k, const 
     }
     return Status::ok_status();
   };
-  const detail::SdpaRow& row = detail::sdpa_row(run);
+  detail::SdpaRow row = detail::sdpa_row(run);
+  if (half_kv != nullptr) {  // the decode side only: the caller checked that the call takes it
+    row.plain.decode = half_kv->plain;
+    row.masked.decode = half_kv->masked;
+  }
   return m.empty() ? run_chunks(row.plain, std::false_type{})
                    : run_chunks(row.masked, std::true_type{});
 }
 #else
 Status run_gpu(detail::Run, const TensorView&, const TensorView&, const TensorView&,
-               const TensorView&, const TensorView&, float, const SdpaOptions&) {
+               const TensorView&, const TensorView&, float, const SdpaOptions&,
+               const detail::HalfKvDecodeRow* = nullptr) {
   // resolve_backend refuses GPU backends first; this is its guard.
   return Status::error(StatusCode::BackendUnavailable, "internal: no GPU kernels in this build");
 }
@@ -263,14 +273,51 @@ Status run_bf16_prefill(const detail::KernelSlot<decltype(&sdpa_f32_prefill)>& k
 // prefill runs natively where the CPU has AVX-512 BF16; decode over a half KV cache reads k and
 // v as stored (the call's bytes are the cache's); every other call widens its half operands
 // exactly, runs the fp32 path, and rounds the result into out once.
+// A GPU call with a half operand: q, out and the additive mask as fp32 (`operands`:
+// detail::HostFp32Scratch for host tensors, detail::CudaFp32Scratch for Device::CUDA ones); decode
+// over a half KV cache reads k and v as stored, any other call widens them too and runs the fp32
+// GPU path. out is rounded once.
+template <typename Operands>
+Status run_half_gpu(Operands& operands, detail::Run run, const TensorView& q, const TensorView& k,
+                    const TensorView& v, const TensorView& out, const SdpaOptions& options) {
+  TensorView q32, out32, mask32;
+  ATTENTION_RETURN_IF_ERROR(operands.stage(out, &out32));
+  ATTENTION_RETURN_IF_ERROR(operands.widen(q, &q32));
+  ATTENTION_RETURN_IF_ERROR(operands.widen(options.mask.additive_mask, &mask32));
+  SdpaOptions fp32_options = options;
+  fp32_options.mask.additive_mask = mask32;
+  const auto* half_kv = detail::gpu_half_kv_decode(run, k.dtype, v.dtype, q.shape[2], k.shape[2]);
+  if (half_kv != nullptr) {
+    const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.shape[3])));
+    ATTENTION_RETURN_IF_ERROR(
+        run_gpu(run, q32, k, v, out32, options.logsumexp, scale, fp32_options, half_kv));
+  } else {
+    TensorView k32, v32;
+    ATTENTION_RETURN_IF_ERROR(operands.widen(k, &k32));
+    ATTENTION_RETURN_IF_ERROR(operands.widen(v, &v32));
+    ATTENTION_RETURN_IF_ERROR(scaled_dot_product_attention(q32, k32, v32, out32, fp32_options));
+  }
+  return operands.finish(out32, out);
+}
+
 Status run_half(detail::Run run, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const SdpaOptions& options) {
-  if (run == detail::Run::CPU) {
-    const bool dense_rows = q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1;
-    const auto* native =
-        detail::bf16_prefill_for(q.dtype, k.dtype, v.dtype, out.dtype, !options.mask.empty(),
-                                 q.shape[2], k.shape[2], q.shape[3]);
-    if (native != nullptr && dense_rows) return run_bf16_prefill(*native, q, k, v, out, options);
+  if (run != detail::Run::CPU) {
+#if ATTENTION_GPU
+    if (q.device == Device::CUDA) {
+      detail::CudaFp32Scratch operands(options.gpu.cuda_stream);
+      return run_half_gpu(operands, run, q, k, v, out, options);
+    }
+#endif
+    detail::HostFp32Scratch operands;
+    return run_half_gpu(operands, run, q, k, v, out, options);
+  }
+  const bool dense_rows = q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1;
+  const auto* bf16_prefill =
+      detail::bf16_prefill_for(q.dtype, k.dtype, v.dtype, out.dtype, !options.mask.empty(),
+                               q.shape[2], k.shape[2], q.shape[3]);
+  if (bf16_prefill != nullptr && dense_rows) {
+    return run_bf16_prefill(*bf16_prefill, q, k, v, out, options);
   }
   detail::Fp32Output result;
   detail::Fp32Input wq, wmask;
@@ -283,9 +330,7 @@ Status run_half(detail::Run run, const TensorView& q, const TensorView& k, const
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Sk = k.shape[2];
   detail::KernelChoice choice;
   const detail::HalfKvDecodeRow* native =
-      run == detail::Run::CPU
-          ? detail::half_kv_decode(k.dtype, v.dtype, !m.empty(), B, k.shape[1], Sq, Sk, &choice)
-          : nullptr;
+      detail::half_kv_decode(k.dtype, v.dtype, !m.empty(), B, k.shape[1], Sq, Sk, &choice);
   if (native != nullptr) {
     const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.shape[3])));
     std::vector<float> lse_scratch;
@@ -352,10 +397,7 @@ Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorVie
   if (*run == Run::CPU) return Status::ok_status();
   ATTENTION_RETURN_IF_ERROR(check_gpu_strides(tensors));
   if (out.numel() == 0) return Status::ok_status();
-  if (q.device == Device::CUDA) {  // host tensors: converted and zero-filled on the host
-    for (const TensorView* t : {&q, &k, &v, &out, &m.additive_mask}) {
-      if (is_half(t->dtype)) return half_on_cuda_unsupported("q, k, v, out");
-    }
+  if (q.device == Device::CUDA) {  // host tensors: zero-filled on the host
     if (k.shape[2] == 0) {
       return Status::error(StatusCode::Unsupported,
                            "k: Sk = 0 is not supported for Device::CUDA tensors yet");

@@ -485,11 +485,22 @@ Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
                             const MhaWeights& weights, const TensorView& out,
                             const MhaOptions& options = {});
 
+// Where convert_dtype runs.
+struct ConvertOptions {
+  // Auto: Device::CUDA tensors on the GPU, host tensors on the CPU. OpenCL: host tensors through
+  // the OpenCL kernels. CUDA: host or device tensors on the GPU.
+  Backend backend = Backend::Auto;
+  GpuOptions gpu;  // cuda_stream (Backend::CUDA): the conversion is queued there
+};
+
 // Converts `from` into `to`, between Float32 and Float16 or BFloat16 in either direction (e.g. an
-// fp32 KV cache into a half one), with the generated conversion kernels on all cores: rounding to
-// nearest even, beyond Float16's range ±inf, NaN stays NaN; widening is exact. Same shape, rank 1
-// to 4, innermost dimension contiguous, other strides any; CPU tensors that do not overlap.
-Status convert_dtype(const TensorView& from, const TensorView& to);
+// fp32 KV cache into a half one), with the generated conversion kernels (CPU: all cores; GPU: the
+// GPU convert kernels, the same results bit for bit): rounding to nearest even, beyond Float16's
+// range ±inf, NaN stays NaN; widening is exact. Same shape, rank 1 to 4, tensors that do not
+// overlap, both on one device; on the CPU the innermost dimension is contiguous and other strides
+// any, on a GPU any non-negative strides.
+Status convert_dtype(const TensorView& from, const TensorView& to,
+                     const ConvertOptions& options = {});
 
 // Number of worker threads the kernels use, process-wide (Halide's thread pool). Defaults to the
 // HL_NUM_THREADS environment variable if set, else the number of cores. n < 1 restores that
