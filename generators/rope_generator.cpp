@@ -24,8 +24,23 @@ class RopeGenerator : public Generator<RopeGenerator> {
     angle_(i, s, b) = cast<float>(position_offsets(b) + s) * inv_freq(clamp(i, 0, half - 1));
     const auto [c, sn] = attention_gen::cos_sin(angle_(i, s, b));
     cos_sin_(i, s, b) = {c, sn};
-    rot_ = attention_gen::rotate_rows(x, cos_sin_, rotary_dim, interleaved, "rotated");
-    out(d, s, h, b) = attention_gen::rotated_feature(rot_, x, rotary_dim, d, s, h, b);
+    if (get_target().has_gpu_feature()) {
+      // A thread per feature: each reads its partner (a GPU has no vectors for clamped lanes to
+      // break up), so the rotation is one pure expression (no pieces with update definitions).
+      const Expr first_half = d < half, even = d % 2 == 0;
+      const Expr split_pair = select(first_half, d, d - half);
+      const Expr split_partner = clamp(select(first_half, d + half, d - half), 0, rotary_dim - 1);
+      const Expr pair = select(interleaved, d / 2, split_pair);
+      const Expr partner = select(interleaved, select(even, d + 1, d - 1), split_partner);
+      const Expr first = select(interleaved, even, first_half);
+      const Expr rotated_d =
+          attention_gen::rotated(x(d, s, h, b), x(clamp(partner, 0, rotary_dim - 1), s, h, b),
+                                 cos_sin_(pair, s, b)[0], cos_sin_(pair, s, b)[1], first);
+      out(d, s, h, b) = select(d < rotary_dim, rotated_d, x(d, s, h, b));
+    } else {
+      rot_ = attention_gen::rotate_rows(x, cos_sin_, rotary_dim, interleaved, "rotated");
+      out(d, s, h, b) = attention_gen::rotated_feature(rot_, x, rotary_dim, d, s, h, b);
+    }
 
     x.set_estimates({{0, 64}, {0, 1024}, {0, 8}, {0, 1}});
     position_offsets.set_estimates({{0, 1}});
@@ -37,8 +52,20 @@ class RopeGenerator : public Generator<RopeGenerator> {
 
   // Positions in blocks across threads, the heads inside (the cos/sin row of a position serves
   // every head), each row a vector at a time. Memory bound once the table is amortized.
+  // GPU: a thread per (feature, position) in blocks of 64 features × 4 positions, the blocks over
+  // feature blocks, positions and (head, batch); cos and sin computed where they are read.
   void schedule() {
     if (using_autoscheduler()) return;
+    if (get_target().has_gpu_feature()) {
+      Var hb("hb"), dt("dt"), di("di"), st("st"), si("si");
+      out.fuse(h, b, hb)
+          .split(d, dt, di, 64, TailStrategy::GuardWithIf)
+          .split(s, st, si, 4, TailStrategy::GuardWithIf)
+          .reorder(di, si, dt, st, hb)
+          .gpu_blocks(dt, st, hb)
+          .gpu_threads(di, si);
+      return;
+    }
     const int lanes = natural_vector_size<float>();
     Var task("task"), rows("rows"), position("position");
     out.reorder(d, h, s, b)

@@ -55,8 +55,10 @@ echo "== cuda: suites"
 ATTENTION_TEST_BACKEND=cuda ATTENTION_FUZZ_CASES=500 timeout 300 stdbuf -oL ./attention_tests \
   --gtest_filter="$suites" --gtest_brief=1 >"$out/cuda_suites.txt" 2>&1 || status=$?
 grep -E "^\[  (PASSED|FAILED|SKIPPED)|tests? ran" "$out/cuda_suites.txt" | head -20
-echo "== device pointers, streams"
-timeout 120 stdbuf -oL ./attention_tests --gtest_filter='CudaDevicePointers.*:CudaStream.*:GpuErrors.*' \
+echo "== device pointers, streams, half precision, rotary embeddings"
+pointer_tests='CudaDevicePointers.*:CudaStream.*:GpuErrors.*:GpuHalf.*:HalfKvCache.*:'
+pointer_tests+='RotaryEmbedding.GpuBackendsMatchReference'
+timeout 120 stdbuf -oL ./attention_tests --gtest_filter="$pointer_tests" \
   >"$out/cuda_pointers.txt" 2>&1 || { rc=$?; [[ $status != 0 ]] || status=$rc; }
 grep -E "^\[ *(OK|FAILED|SKIPPED|PASSED) " "$out/cuda_pointers.txt" | head -20
 echo "== gpu_bench"

@@ -332,6 +332,49 @@ TEST(CudaDevicePointers, HalfTensorsMatchReference) {
   }
 }
 
+// Rotary embeddings on device tensors: apply_rotary_embedding (rope_f32_cuda) and SDPA with
+// SdpaOptions::rope (q and k rotated into device scratch), against the same calls on the CPU.
+TEST(CudaDevicePointers, RopeMatchesCpu) {
+  const attention::Status available = attention::backend_available(Backend::CUDA);
+  if (!available.ok()) GTEST_SKIP() << available.message();
+  CudaMemory memory;
+  ASSERT_TRUE(memory.ready()) << "CUDA is available but device memory could not be set up";
+  const SdpaCase c = sdpa_case(2, 8, 2, 5, 300, 64, 64);
+  const uint64_t seed = seed_for_current_test();
+  SCOPED_TRACE(describe(c) + ", " + seed_note(seed));
+  SdpaTensors t(c, seed), cpu(c, seed);
+  std::vector<int32_t> offsets = {7, 40000};
+  attention::RopeOptions rope;
+  rope.position_offsets =
+      attention::TensorView::contiguous(offsets.data(), attention::DType::Int32, {2});
+  // apply_rotary_embedding: k rotated on the device and on the CPU.
+  Tensor rotated(t.k.shape()), rotated_cpu(t.k.shape());
+  rotated.poison();
+  ASSERT_TRUE(attention::apply_rotary_embedding(t.k.view(), rotated_cpu.view(), rope).ok());
+  const attention::TensorView dk = memory.copy_to_device(t.k),
+                              drotated = memory.copy_to_device(rotated);
+  attention::Status status = attention::apply_rotary_embedding(dk, drotated, rope);
+  ASSERT_TRUE(status.ok()) << status.message();
+  memory.copy_to_host(drotated, rotated);
+  const std::vector<float> got = rotated.to_dense(), want = rotated_cpu.to_dense();
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], want[i], 1e-5f) << "element " << i;
+  // SDPA with rope, causal: device tensors against the CPU's fused kernel.
+  attention::SdpaOptions options;
+  options.rope = rope;
+  options.mask.causal = attention::Causal::BottomRight;
+  t.out.poison();
+  ASSERT_TRUE(attention::scaled_dot_product_attention(cpu.q.view(), cpu.k.view(), cpu.v.view(),
+                                                      cpu.out.view(), options)
+                  .ok());
+  const attention::TensorView dq = memory.copy_to_device(t.q), dv = memory.copy_to_device(t.v),
+                              dout = memory.copy_to_device(t.out);
+  status = attention::scaled_dot_product_attention(dq, dk, dv, dout, options);
+  ASSERT_TRUE(status.ok()) << status.message();
+  memory.copy_to_host(dout, t.out);
+  const std::vector<float> out = t.out.to_dense(), out_cpu = cpu.out.to_dense();
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], out_cpu[i], 2e-5f) << "out " << i;
+}
+
 // gpu.cuda_stream orders CUDA calls only: any other backend refuses it, naming the option and the
 // backend, before writing anything.
 TEST(CudaStream, OtherBackendsRefuseIt) {

@@ -156,7 +156,7 @@ TEST(GpuHalf, ConversionsMatchReference) {
   if (backends.empty()) GTEST_SKIP() << "no GPU backend here";
   for (attention::Backend backend : backends) {
     SCOPED_TRACE(backend == attention::Backend::CUDA ? "CUDA" : "OpenCL");
-    attention::ConvertOptions options;
+    attention::DeviceOptions options;
     options.backend = backend;
     const Converter on_gpu = [&](const TensorView& from, const TensorView& to) {
       return attention::convert_dtype(from, to, options);
@@ -449,7 +449,7 @@ TEST(HalfKvCache, ErrorsNameTheArgument) {
             std::string::npos)
       << status.message();
   int stream = 0;
-  attention::ConvertOptions options;
+  attention::DeviceOptions options;
   options.gpu.cuda_stream = &stream;
   status = attention::convert_dtype(t.k.view(), k.view(), options);
   EXPECT_EQ(status.code(), attention::StatusCode::InvalidArgument);

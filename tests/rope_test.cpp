@@ -76,7 +76,8 @@ struct RopeCase {
   int32_t max_offset;
 };
 
-void expect_rope_matches_reference(const RopeCase& c, DType dtype = DType::Float32) {
+void expect_rope_matches_reference(const RopeCase& c, DType dtype = DType::Float32,
+                                   const attention::DeviceOptions& device = {}) {
   const uint64_t seed = attention_test::seed_for_current_test();
   SCOPED_TRACE("B=" + std::to_string(c.B) + " H=" + std::to_string(c.H) + " S=" +
                std::to_string(c.S) + " D=" + std::to_string(c.D) + " R=" + std::to_string(c.R) +
@@ -95,7 +96,7 @@ void expect_rope_matches_reference(const RopeCase& c, DType dtype = DType::Float
   options.position_offsets = TensorView::contiguous(offsets.data(), DType::Int32, {c.B});
   if (dtype == DType::Float32) {
     const attention::Status status =
-        attention::apply_rotary_embedding(x.view(), out.view(), options);
+        attention::apply_rotary_embedding(x.view(), out.view(), options, device);
     ASSERT_TRUE(status.ok()) << status.message();
     EXPECT_TRUE(attention_test::matches_reference(
         out.to_dense(), reference_rope(x.view(), offsets, c.style, options.base, c.R),
@@ -103,7 +104,7 @@ void expect_rope_matches_reference(const RopeCase& c, DType dtype = DType::Float
   } else {
     attention_test::HalfCopy hx(x.view(), dtype), hout(out.view(), dtype);
     const attention::Status status =
-        attention::apply_rotary_embedding(hx.view(), hout.view(), options);
+        attention::apply_rotary_embedding(hx.view(), hout.view(), options, device);
     ASSERT_TRUE(status.ok()) << status.message();
     hout.write_back();
     EXPECT_TRUE(attention_test::matches_half_reference(
@@ -142,6 +143,36 @@ TEST(RotaryEmbedding, HalfTypes) {
   }
 }
 
+// The GPU kernels (rope_f32_opencl on PoCL in CI, rope_f32_cuda with a GPU) on host tensors:
+// both pairings, every layout, partial rotary dims, large positions and the half types.
+TEST(RotaryEmbedding, GpuBackendsMatchReference) {
+  bool ran = false;
+  for (attention::Backend backend : {attention::Backend::OpenCL, attention::Backend::CUDA}) {
+    if (!attention::backend_available(backend).ok()) continue;
+    ran = true;
+    SCOPED_TRACE(backend == attention::Backend::CUDA ? "CUDA" : "OpenCL");
+    attention::DeviceOptions device;
+    device.backend = backend;
+    for (RopeStyle style : {RopeStyle::HalfSplit, RopeStyle::Interleaved}) {
+      for (Layout layout : attention_test::kAllLayouts) {
+        expect_rope_matches_reference({2, 3, 37, 64, 64, style, layout, 300}, DType::Float32,
+                                      device);
+      }
+      expect_rope_matches_reference({3, 2, 1, 80, 32, style, Layout::kDense, 40000}, DType::Float32,
+                                    device);
+      expect_rope_matches_reference({1, 1, 9, 9, 8, style, Layout::kPadded, 10}, DType::Float32,
+                                    device);
+      expect_rope_matches_reference({2, 2, 4, 64, 64, style, Layout::kDense, 16000000},
+                                    DType::Float32, device);
+      for (DType dtype : {DType::Float16, DType::BFloat16}) {
+        expect_rope_matches_reference({2, 3, 17, 64, 64, style, Layout::kBSHD, 2048}, dtype,
+                                      device);
+      }
+    }
+  }
+  if (!ran) GTEST_SKIP() << "no GPU backend here";
+}
+
 TEST(RotaryEmbedding, BadArguments) {
   std::vector<float> x(2 * 2 * 3 * 8, 1.0f), out(x.size(), kNaN);
   const TensorView xv = TensorView::contiguous(x.data(), {2, 2, 3, 8});
@@ -169,6 +200,16 @@ TEST(RotaryEmbedding, BadArguments) {
   expect_error(xv, TensorView::contiguous(out.data(), {2, 2, 3, 4}), options,
                "out: expected shape");
   expect_error(xv, xv, options, "out");  // in place: out overlaps x
+  // Where it runs: a stream for a CPU call, tensors on two devices.
+  int stream = 0;
+  attention::DeviceOptions device;
+  device.gpu.cuda_stream = &stream;
+  expect_refused_untouched(attention::apply_rotary_embedding(xv, ov, options, device),
+                           "device.gpu.cuda_stream: set, but the call runs on the CPU backend",
+                           out);
+  TensorView x_cuda = xv;
+  x_cuda.device = attention::Device::CUDA;
+  expect_error(x_cuda, ov, options, "every tensor of a call must be on the same device");
 }
 
 // ---- SdpaOptions::rope: attention over q and k rotated inside the call.
@@ -343,6 +384,7 @@ TEST(SdpaRope, FusedMatchesSeparatePass) {
 
 // A GPU backend on host tensors rotates q and k on the host first, then attends on the device:
 // the same result as the fused CPU kernel (OpenCL runs on PoCL in CI; skipped without a device).
+// (Device::CUDA tensors rotate on the GPU: CudaDevicePointers.RopeMatchesCpu.)
 TEST(SdpaRope, GpuBackendOnHostTensorsMatchesCpu) {
   std::mt19937_64 rng(attention_test::seed_for_current_test());
   const int64_t B = 2, H = 4, Hkv = 2, Sq = 33, Sk = 80, D = 64;

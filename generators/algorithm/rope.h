@@ -19,11 +19,26 @@ namespace attention_gen {
 // Cephes' minimax polynomials on [-π/4, π/4] in fp32. Vectorizes (no table, no libm call).
 inline std::pair<Halide::Expr, Halide::Expr> cos_sin(const Halide::Expr& x) {
   using namespace Halide;
+  // The double constants 2/π and π/2 as sums of floats (each part a float, so exact in any
+  // backend's source: Halide 21's OpenCL C prints a double immediate through its float bits, which
+  // cost the reduction its accuracy past ~1e3). π/2's parts have 24 bits each, so n times each
+  // (n < 2^24) is exact in double; the sum keeps 72 bits of π/2.
+  const double two_over_pi = 0.63661977236758134308, half_pi = 1.57079632679489661923;
+  const auto part = [](double value, int k) {
+    double rest = value;
+    float p = 0.0f;
+    for (int i = 0; i <= k; ++i) {
+      p = static_cast<float>(rest);
+      rest -= static_cast<double>(p);
+    }
+    return cast<double>(Expr(p));
+  };
   Expr wide = cast<double>(x);
-  Expr n = round(wide * Expr(0.63661977236758134308));  // x / (π/2)
+  // strict_float: Halide's simplifier may otherwise reassociate the reduction or fold the parts.
+  Expr n = strict_float(round(wide * part(two_over_pi, 0) + wide * part(two_over_pi, 1)));
   Expr quadrant = cast<int32_t>(n);
-  // strict_float: Halide's simplifier may otherwise reassociate the reduction.
-  Expr r = strict_float(cast<float>(wide - n * Expr(1.57079632679489661923)));
+  Expr r = strict_float(cast<float>(((wide - n * part(half_pi, 0)) - n * part(half_pi, 1)) -
+                                    n * part(half_pi, 2)));
   Expr r2 = r * r;
   Expr sin_r = r + r * r2 * (-1.6666654611e-1f + r2 * (8.3321608736e-3f + r2 * -1.9515295891e-4f));
   Expr cos_r =

@@ -244,7 +244,7 @@ Status Fp32Output::finish() const {
 
 namespace attention {
 
-Status convert_dtype(const TensorView& from, const TensorView& to, const ConvertOptions& options) {
+Status convert_dtype(const TensorView& from, const TensorView& to, const DeviceOptions& options) {
   if (from.rank < 1 || from.rank > kMaxRank) {
     return Status::invalid("from: expected a tensor of rank 1 to 4, got rank " +
                            std::to_string(from.rank));

@@ -88,9 +88,10 @@ class CudaFp32Scratch {
   Status stage(const TensorView& out, TensorView* fp32);
   // Rounds a staged result into `out` (nothing when out is fp32).
   Status finish(const TensorView& fp32, const TensorView& out);
+  // Dense fp32 device scratch of t's shape (uninitialized), e.g. for rotated copies.
+  Status allocate(const TensorView& t, TensorView* fp32);
 
  private:
-  Status allocate(const TensorView& t, TensorView* fp32);
   struct Impl;
   std::unique_ptr<Impl> impl_;
   void* cuda_stream_;

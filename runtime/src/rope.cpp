@@ -6,10 +6,15 @@
 
 #include "attention/attention.h"
 #include "generated_kernels.h"
+#include "gpu.h"
 #include "half_precision.h"
 #include "halide_view.h"
 #include "rope_args.h"
 #include "rope_f32.h"
+#if ATTENTION_GPU
+#include "rope_f32_cuda.h"
+#include "rope_f32_opencl.h"
+#endif
 #include "validate.h"
 
 namespace attention {
@@ -59,30 +64,74 @@ Status check_rope(const RopeOptions& options, int64_t B, int64_t D, int64_t firs
   return Status::ok_status();
 }
 
+Status rotate(Run run, const TensorView& x, const TensorView& out, const RopeArgs& args,
+              void* cuda_stream) {
+  if (out.numel() == 0) return Status::ok_status();
+  // Half tensors widened, the result rounded once: on the host, or on the device for
+  // Device::CUDA tensors.
+  const auto run_with = [&](auto& scratch) -> Status {
+    TensorView x32, out32;
+    ATTENTION_RETURN_IF_ERROR(scratch.widen(x, &x32));
+    ATTENTION_RETURN_IF_ERROR(scratch.stage(out, &out32));
+    const int64_t B = x.shape[0];
+    HalideView hx(x32), hout(out32),
+        hoffsets(
+            TensorView::contiguous(const_cast<int32_t*>(args.offsets.data()), DType::Int32, {B})),
+        hfreq(TensorView::contiguous(const_cast<float*>(args.inv_freq.data()),
+                                     {args.rotary_dim / 2}));
+    const auto R = static_cast<int32_t>(args.rotary_dim);
+    if (run == Run::CPU) {
+      ATTENTION_RETURN_IF_ERROR(run_kernel("rope_f32", rope_f32, hx.get(), hoffsets.get(),
+                                           hfreq.get(), R, args.interleaved, hout.get()));
+      return scratch.finish(out32, out);
+    }
+#if ATTENTION_GPU
+    GpuCall call(run, cuda_stream);
+    ATTENTION_RETURN_IF_ERROR(call.input(hx.get(), x32.device));
+    ATTENTION_RETURN_IF_ERROR(call.input(hoffsets.get(), Device::CPU));
+    ATTENTION_RETURN_IF_ERROR(call.input(hfreq.get(), Device::CPU));
+    ATTENTION_RETURN_IF_ERROR(call.output(hout.get(), out32.device));
+    ATTENTION_RETURN_IF_ERROR(
+        run == Run::CUDA ? call.run("rope_f32_cuda", rope_f32_cuda, hx.get(), hoffsets.get(),
+                                    hfreq.get(), R, args.interleaved, hout.get())
+                         : call.run("rope_f32_opencl", rope_f32_opencl, hx.get(), hoffsets.get(),
+                                    hfreq.get(), R, args.interleaved, hout.get()));
+    return scratch.finish(out32, out);
+#else
+    (void)cuda_stream;
+    return Status::error(StatusCode::BackendUnavailable, "internal: no GPU kernels in this build");
+#endif
+  };
+#if ATTENTION_GPU
+  if (x.device == Device::CUDA) {
+    CudaFp32Scratch scratch(cuda_stream);
+    return run_with(scratch);
+  }
+#endif
+  HostFp32Scratch scratch;
+  return run_with(scratch);
+}
+
 }  // namespace detail
 
 Status apply_rotary_embedding(const TensorView& x, const TensorView& out,
-                              const RopeOptions& options) {
-  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(x, "x", 4, "[B, H, S, D]"));
+                              const RopeOptions& options, const DeviceOptions& device) {
+  const std::vector<detail::NamedView> tensors = {{&x, "x"}, {&out, "out"}};
+  detail::Run run = detail::Run::CPU;
+  ATTENTION_RETURN_IF_ERROR(detail::resolve_backend(device.backend, tensors, &run));
+  ATTENTION_RETURN_IF_ERROR(detail::check_cuda_stream(device.gpu, "device.gpu", run));
+  const Device on = detail::device_of(tensors);
+  const bool gpu = run != detail::Run::CPU;
+  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(x, "x", 4, "[B, H, S, D]", on, gpu));
   const int64_t B = x.shape[0], H = x.shape[1], S = x.shape[2], D = x.shape[3];
-  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(out, "out", 4, "[B, H, S, D]"));
+  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(out, "out", 4, "[B, H, S, D]", on, gpu));
   ATTENTION_RETURN_IF_ERROR(
       detail::check_shape(out, "out", {{"B", B}, {"H", H}, {"S", S}, {"D", D}}));
   ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(out, "out", {{&x, "x"}}));
+  if (gpu) ATTENTION_RETURN_IF_ERROR(detail::check_gpu_strides(tensors));
   detail::RopeArgs args;
   ATTENTION_RETURN_IF_ERROR(detail::check_rope(options, B, D, 0, S - 1, "", &args));
-  if (out.numel() == 0) return Status::ok_status();
-  detail::Fp32Input wx;
-  detail::Fp32Output result;
-  ATTENTION_RETURN_IF_ERROR(wx.widen(x));
-  ATTENTION_RETURN_IF_ERROR(result.stage(out));
-  detail::HalideView hx(wx.view()), hout(result.view()),
-      hoffsets(TensorView::contiguous(args.offsets.data(), DType::Int32, {B})),
-      hfreq(TensorView::contiguous(args.inv_freq.data(), {args.rotary_dim / 2}));
-  ATTENTION_RETURN_IF_ERROR(detail::run_kernel("rope_f32", rope_f32, hx.get(), hoffsets.get(),
-                                               hfreq.get(), static_cast<int32_t>(args.rotary_dim),
-                                               args.interleaved, hout.get()));
-  return result.finish();
+  return detail::rotate(run, x, out, args, device.gpu.cuda_stream);
 }
 
 }  // namespace attention

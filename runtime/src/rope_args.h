@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "gpu.h"
 
 namespace attention::detail {
 
@@ -23,5 +24,11 @@ struct RopeArgs {
 // name `prefix` + the field ("rope." in an attention call).
 Status check_rope(const RopeOptions& options, int64_t B, int64_t D, int64_t first, int64_t last,
                   const std::string& prefix, RopeArgs* args);
+
+// apply_rotary_embedding's work on validated views: x rotated into out by `args` (for x's B) on
+// `run`'s backend (gpu.h): the CPU kernel, or the GPU one on host tensors (copied in and out) or
+// Device::CUDA ones (in place, on `cuda_stream`). Half tensors are widened and rounded around it.
+Status rotate(Run run, const TensorView& x, const TensorView& out, const RopeArgs& args,
+              void* cuda_stream);
 
 }  // namespace attention::detail

@@ -217,19 +217,32 @@ Status run_rope(detail::Run run, const TensorView& q, const TensorView& k, const
     const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
     return run_fused_rope(q, k, v, out, lse, scale, m, rope);
   }
-  std::vector<float> q_data(static_cast<size_t>(q.numel())), k_data(static_cast<size_t>(k.numel()));
-  const TensorView q_rot = TensorView::contiguous(q_data.data(), {B, H, Sq, D});
-  const TensorView k_rot = TensorView::contiguous(k_data.data(), {B, Hkv, Sk, D});
-  std::vector<int32_t> query_offsets(rope.offsets);
-  for (int32_t& p : query_offsets) p += static_cast<int32_t>(Sk - Sq);
-  RopeOptions pass = *options.rope;
-  pass.position_offsets = TensorView::contiguous(rope.offsets.data(), DType::Int32, {B});
-  ATTENTION_RETURN_IF_ERROR(apply_rotary_embedding(k, k_rot, pass));
-  pass.position_offsets = TensorView::contiguous(query_offsets.data(), DType::Int32, {B});
-  ATTENTION_RETURN_IF_ERROR(apply_rotary_embedding(q, q_rot, pass));
+  // q and k rotated into fp32 scratch, the queries at the last Sq positions, then the call without
+  // rope: Device::CUDA tensors on the GPU into device scratch, host tensors on the CPU (the
+  // OpenCL kernel needs fp64, which not every OpenCL device has).
+  detail::RopeArgs query_rope = rope;
+  for (int32_t& p : query_rope.offsets) p += static_cast<int32_t>(Sk - Sq);
   SdpaOptions rest = options;
   rest.rope.reset();
-  return detail::run_checked_sdpa(run, q_rot, k_rot, v, out, rest);
+  void* const stream = options.gpu.cuda_stream;
+  const detail::Run rotate_on = q.device == Device::CUDA ? detail::Run::CUDA : detail::Run::CPU;
+  const auto attend_rotated = [&](const TensorView& q_rot, const TensorView& k_rot) -> Status {
+    ATTENTION_RETURN_IF_ERROR(detail::rotate(rotate_on, k, k_rot, rope, stream));
+    ATTENTION_RETURN_IF_ERROR(detail::rotate(rotate_on, q, q_rot, query_rope, stream));
+    return detail::run_checked_sdpa(run, q_rot, k_rot, v, out, rest);
+  };
+#if ATTENTION_GPU
+  if (q.device == Device::CUDA) {
+    detail::CudaFp32Scratch scratch(stream);
+    TensorView q_rot, k_rot;
+    ATTENTION_RETURN_IF_ERROR(scratch.allocate(q, &q_rot));
+    ATTENTION_RETURN_IF_ERROR(scratch.allocate(k, &k_rot));
+    return attend_rotated(q_rot, k_rot);
+  }
+#endif
+  std::vector<float> q_data(static_cast<size_t>(q.numel())), k_data(static_cast<size_t>(k.numel()));
+  return attend_rotated(TensorView::contiguous(q_data.data(), {B, H, Sq, D}),
+                        TensorView::contiguous(k_data.data(), {B, Hkv, Sk, D}));
 }
 
 // The native half-KV decode kernels: q and out fp32 (the caller's conversions), k and v read as
@@ -386,11 +399,6 @@ Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorVie
   ATTENTION_RETURN_IF_ERROR(check_cuda_stream(options.gpu, "gpu", *run));
   ATTENTION_RETURN_IF_ERROR(check_sdpa_args(q, k, v, out, options, device_of(tensors)));
   if (options.rope) {
-    if (device_of(tensors) == Device::CUDA) {
-      return Status::error(StatusCode::Unsupported,
-                           "rope: not supported for Device::CUDA tensors yet; rotate q and k "
-                           "before the call");
-    }
     RopeArgs rope;
     ATTENTION_RETURN_IF_ERROR(check_call_rope(*options.rope, q, k, &rope));
   }

@@ -175,6 +175,14 @@ struct GpuOptions {
 };
 inline constexpr int64_t kDefaultGpuWorkspaceLimit = int64_t{1} << 30;  // 1 GiB
 
+// Where a tensor utility (convert_dtype, apply_rotary_embedding) runs.
+struct DeviceOptions {
+  // Auto: Device::CUDA tensors on the GPU, host tensors on the CPU. OpenCL: host tensors through
+  // the OpenCL kernels. CUDA: host or device tensors on the GPU.
+  Backend backend = Backend::Auto;
+  GpuOptions gpu;  // cuda_stream (Backend::CUDA): the work is queued there
+};
+
 // Which features a rotary embedding pairs (both rotate pair i by the angle p·θ_i).
 enum class RopeStyle {
   HalfSplit,    // GPT-NeoX / Llama (HF's rotate_half): feature i with i + R/2
@@ -215,10 +223,10 @@ struct SdpaOptions {
   // position must lie in [0, 2^24). q and k are not modified. On CPU fp32 calls that take the
   // prefill kernels (Sq above the decode rule's few rows) the rotation is fused into the masked
   // prefill kernel (sdpa_f32_rope_prefill): q rotated per query tile, k per tile and key split,
-  // nothing written to memory. Other calls (decode, half-precision operands, GPU backends on
-  // host tensors) rotate q and k into scratch first (apply_rotary_embedding), then attend.
-  // Device::CUDA tensors are refused (Unsupported). A cache that stores rotated keys passes no
-  // rope and rotates its queries with apply_rotary_embedding instead.
+  // nothing written to memory. Other calls (decode, half-precision operands, GPU backends)
+  // rotate q and k into scratch first (apply_rotary_embedding: Device::CUDA tensors on the GPU
+  // into device scratch, host tensors on the CPU), then attend. A cache that stores rotated keys
+  // passes no rope and rotates its queries with apply_rotary_embedding instead.
   std::optional<RopeOptions> rope;
 };
 
@@ -325,10 +333,13 @@ Status paged_attention(const TensorView& q, const PagedKvCache& cache, const Ten
 //
 // For queries before attention and for a KV cache that stores rotated keys (rotate the new keys
 // at append time with their positions). Any outer strides (a [B, S, H, D] buffer passes as a
-// view), innermost contiguous; Float32, Float16 or BFloat16 (half tensors are widened and the
-// result rounded once); out must not overlap x. CPU tensors.
+// view), innermost contiguous on the CPU (a GPU takes any non-negative strides); Float32, Float16
+// or BFloat16 (half tensors are widened and the result rounded once); out must not overlap x.
+// `device` picks the CPU or a GPU (Device::CUDA tensors: rope_f32_cuda; Backend::OpenCL on host
+// tensors: rope_f32_opencl, which needs a device with fp64, cl_khr_fp64, for the angles' range
+// reduction); position_offsets is a host tensor in every call.
 Status apply_rotary_embedding(const TensorView& x, const TensorView& out,
-                              const RopeOptions& options = {});
+                              const RopeOptions& options = {}, const DeviceOptions& device = {});
 
 // The kernel f of Nadaraya–Watson regression, of the scaled distance u = ‖q − k‖ / bandwidth.
 enum class RegressionKernel {
@@ -485,14 +496,6 @@ Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
                             const MhaWeights& weights, const TensorView& out,
                             const MhaOptions& options = {});
 
-// Where convert_dtype runs.
-struct ConvertOptions {
-  // Auto: Device::CUDA tensors on the GPU, host tensors on the CPU. OpenCL: host tensors through
-  // the OpenCL kernels. CUDA: host or device tensors on the GPU.
-  Backend backend = Backend::Auto;
-  GpuOptions gpu;  // cuda_stream (Backend::CUDA): the conversion is queued there
-};
-
 // Converts `from` into `to`, between Float32 and Float16 or BFloat16 in either direction (e.g. an
 // fp32 KV cache into a half one), with the generated conversion kernels (CPU: all cores; GPU: the
 // GPU convert kernels, the same results bit for bit): rounding to nearest even, beyond Float16's
@@ -500,7 +503,7 @@ struct ConvertOptions {
 // overlap, both on one device; on the CPU the innermost dimension is contiguous and other strides
 // any, on a GPU any non-negative strides.
 Status convert_dtype(const TensorView& from, const TensorView& to,
-                     const ConvertOptions& options = {});
+                     const DeviceOptions& device = {});
 
 // Number of worker threads the kernels use, process-wide (Halide's thread pool). Defaults to the
 // HL_NUM_THREADS environment variable if set, else the number of cores. n < 1 restores that
