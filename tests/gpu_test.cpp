@@ -332,6 +332,71 @@ TEST(CudaDevicePointers, HalfTensorsMatchReference) {
   }
 }
 
+// multi_head_attention on bfloat16 device tensors (input, weights, biases, out: widened into
+// device scratch, out rounded on the device) against the same call on host tensors, whose half
+// path the MHA suites check against the double reference: within two bfloat16 ulps (the two
+// fp32 computations may round out differently).
+TEST(CudaDevicePointers, HalfMhaMatchesHostCall) {
+  const attention::Status available = attention::backend_available(Backend::CUDA);
+  if (!available.ok()) GTEST_SKIP() << available.message();
+  CudaMemory memory;
+  ASSERT_TRUE(memory.ready()) << "CUDA is available but device memory could not be set up";
+  const int64_t B = 2, S = 20, E = 64, H = 4;
+  const uint64_t seed = seed_for_current_test();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  Tensor x({1, B, S, E}), w_in({1, 1, 3 * E, E}), b_in({1, 1, 1, 3 * E}), w_out({1, 1, E, E}),
+      b_out({1, 1, 1, E}), out({1, B, S, E}), out_host({1, B, S, E});
+  for (Tensor* t : {&x, &w_in, &b_in, &w_out, &b_out}) t->fill_uniform(rng, -0.5f, 0.5f);
+  out.poison();
+  out_host.poison();
+  const attention::DType bf16 = attention::DType::BFloat16;
+  HalfCopy hx(x.view(), bf16), hw_in(w_in.view(), bf16), hb_in(b_in.view(), bf16),
+      hw_out(w_out.view(), bf16), hb_out(b_out.view(), bf16), hout(out.view(), bf16),
+      hout_host(out_host.view(), bf16);
+  // The rank-4 test tensors as the API's ranks.
+  const auto as_rank = [](attention::TensorView t, int rank) {
+    const int drop = t.rank - rank;
+    for (int d = 0; d < rank; ++d) {
+      t.shape[d] = t.shape[d + drop];
+      t.strides[d] = t.strides[d + drop];
+    }
+    t.rank = rank;
+    return t;
+  };
+  const auto weights_of = [&](const attention::TensorView& wi, const attention::TensorView& bi,
+                              const attention::TensorView& wo, const attention::TensorView& bo) {
+    attention::MhaWeights w;
+    w.in_proj_weight = as_rank(wi, 2);
+    w.in_proj_bias = as_rank(bi, 1);
+    w.out_proj_weight = as_rank(wo, 2);
+    w.out_proj_bias = as_rank(bo, 1);
+    return w;
+  };
+  attention::MhaOptions options;
+  options.num_heads = H;
+  options.mask.causal = attention::Causal::TopLeft;
+  ASSERT_TRUE(attention::multi_head_attention(
+                  as_rank(hx.view(), 3), as_rank(hx.view(), 3),
+                  weights_of(hw_in.view(), hb_in.view(), hw_out.view(), hb_out.view()),
+                  as_rank(hout_host.view(), 3), options)
+                  .ok());
+  hout_host.write_back();
+  const attention::TensorView dx = memory.copy_span_to_device(as_rank(hx.view(), 3)),
+                              dout = memory.copy_span_to_device(as_rank(hout.view(), 3));
+  const attention::MhaWeights dw = weights_of(
+      memory.copy_span_to_device(hw_in.view()), memory.copy_span_to_device(hb_in.view()),
+      memory.copy_span_to_device(hw_out.view()), memory.copy_span_to_device(hb_out.view()));
+  const attention::Status status = attention::multi_head_attention(dx, dx, dw, dout, options);
+  ASSERT_TRUE(status.ok()) << status.message();
+  memory.copy_span_to_host(dout, as_rank(hout.view(), 3));
+  hout.write_back();
+  const std::vector<float> got = out.to_dense(), want = out_host.to_dense();
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], std::max(1.0f, std::fabs(want[i])) * 0x1p-7f) << "out " << i;
+  }
+}
+
 // Rotary embeddings on device tensors: apply_rotary_embedding (rope_f32_cuda) and SDPA with
 // SdpaOptions::rope (q and k rotated into device scratch), against the same calls on the CPU.
 TEST(CudaDevicePointers, RopeMatchesCpu) {
