@@ -454,8 +454,8 @@ TEST(HalfKvCache, ErrorsNameTheArgument) {
   status = attention::convert_dtype(t.k.view(), k.view(), options);
   EXPECT_EQ(status.code(), attention::StatusCode::InvalidArgument);
   EXPECT_EQ(status.message(),
-            "gpu.cuda_stream: set, but the call runs on the CPU backend (a CUDA stream orders "
-            "Backend::CUDA calls only)");
+            "device.gpu.cuda_stream: set, but the call runs on the CPU backend (a CUDA stream "
+            "orders Backend::CUDA calls only)");
 }
 
 }  // namespace

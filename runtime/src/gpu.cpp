@@ -222,6 +222,12 @@ Status check_cuda_stream(const GpuOptions& gpu, const char* name, Run run) {
                          " backend (a CUDA stream orders Backend::CUDA calls only)");
 }
 
+Status resolve_device_options(const DeviceOptions& device, const std::vector<NamedView>& tensors,
+                              Run* run) {
+  ATTENTION_RETURN_IF_ERROR(resolve_backend(device.backend, tensors, run));
+  return check_cuda_stream(device.gpu, "device.gpu", *run);
+}
+
 int cuda_stream_of(void* user_context, void* context, void** stream) {
   if (is_our_call(user_context)) {
     *stream = static_cast<KernelCall*>(user_context)->cuda_stream;

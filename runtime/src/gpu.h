@@ -27,6 +27,12 @@ Status resolve_backend(Backend backend, const std::vector<NamedView>& tensors, R
 // gpu.cuda_stream (`name`: how the caller spells the options) is for CUDA calls only.
 Status check_cuda_stream(const GpuOptions& gpu, const char* name, Run run);
 
+// The backend a tensor utility (convert_dtype, apply_rotary_embedding) runs on for its `tensors`
+// and DeviceOptions `device` (the parameter's name in errors): resolve_backend, then a stream
+// only for CUDA.
+Status resolve_device_options(const DeviceOptions& device, const std::vector<NamedView>& tensors,
+                              Run* run);
+
 // The CUstream Halide's CUDA runtime queues a call's work on: the KernelCall's for a call of this
 // library (our hook, installed with the context hooks), else what the previous hook says.
 int cuda_stream_of(void* user_context, void* context, void** stream);

@@ -244,22 +244,21 @@ Status Fp32Output::finish() const {
 
 namespace attention {
 
-Status convert_dtype(const TensorView& from, const TensorView& to, const DeviceOptions& options) {
+Status convert_dtype(const TensorView& from, const TensorView& to, const DeviceOptions& device) {
   if (from.rank < 1 || from.rank > kMaxRank) {
     return Status::invalid("from: expected a tensor of rank 1 to 4, got rank " +
                            std::to_string(from.rank));
   }
   const std::vector<detail::NamedView> tensors = {{&from, "from"}, {&to, "to"}};
   detail::Run run = detail::Run::CPU;
-  ATTENTION_RETURN_IF_ERROR(detail::resolve_backend(options.backend, tensors, &run));
-  ATTENTION_RETURN_IF_ERROR(detail::check_cuda_stream(options.gpu, "gpu", run));
-  const Device device = detail::device_of(tensors);
+  ATTENTION_RETURN_IF_ERROR(detail::resolve_device_options(device, tensors, &run));
+  const Device on = detail::device_of(tensors);
   const bool gpu = run != detail::Run::CPU;
   const char* layout = "[same shape as from]";
   ATTENTION_RETURN_IF_ERROR(
-      detail::check_float_view(from, "from", from.rank, layout, device, /*any_strides=*/gpu));
+      detail::check_float_view(from, "from", from.rank, layout, on, /*any_strides=*/gpu));
   ATTENTION_RETURN_IF_ERROR(
-      detail::check_float_view(to, "to", from.rank, layout, device, /*any_strides=*/gpu));
+      detail::check_float_view(to, "to", from.rank, layout, on, /*any_strides=*/gpu));
   if ((from.dtype == DType::Float32) == (to.dtype == DType::Float32)) {
     return Status::invalid(std::string("to: converts between Float32 and a half type, got ") +
                            detail::dtype_name(from.dtype) + " to " + detail::dtype_name(to.dtype));
@@ -273,7 +272,7 @@ Status convert_dtype(const TensorView& from, const TensorView& to, const DeviceO
   ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(to, "to", {{&from, "from"}}));
   if (!gpu) return detail::convert(from, to);
   ATTENTION_RETURN_IF_ERROR(detail::check_gpu_strides(tensors));
-  return detail::convert_on_gpu(run, from, to, options.gpu.cuda_stream);
+  return detail::convert_on_gpu(run, from, to, device.gpu.cuda_stream);
 }
 
 }  // namespace attention

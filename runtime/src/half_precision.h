@@ -98,4 +98,19 @@ class CudaFp32Scratch {
 };
 #endif
 
+// fn(scratch) with the scratch for tensors on `device`: CudaFp32Scratch (on `cuda_stream`) for
+// Device::CUDA, HostFp32Scratch otherwise.
+template <typename Fn>
+Status with_fp32_scratch(Device device, void* cuda_stream, Fn&& fn) {
+#if ATTENTION_GPU
+  if (device == Device::CUDA) {
+    CudaFp32Scratch scratch(cuda_stream);
+    return fn(scratch);
+  }
+#endif
+  (void)cuda_stream;
+  HostFp32Scratch scratch;
+  return fn(scratch);
+}
+
 }  // namespace attention::detail

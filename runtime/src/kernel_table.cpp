@@ -72,6 +72,10 @@ const HalfKvDecodeRow kHalfKvCuda[] = {
 const HalfKvDecodeRow kHalfKvOpenCl[] = {
     {ATTENTION_SLOT(sdpa_f16kv_decode_opencl), ATTENTION_SLOT(sdpa_f16kv_masked_decode_opencl)},
     {ATTENTION_SLOT(sdpa_bf16kv_decode_opencl), ATTENTION_SLOT(sdpa_bf16kv_masked_decode_opencl)}};
+// The half-KV decode rows of a GPU run: [0] Float16, [1] BFloat16.
+const HalfKvDecodeRow* gpu_half_kv_rows(Run run) {
+  return run == Run::CUDA ? kHalfKvCuda : kHalfKvOpenCl;
+}
 const MhaRow kMhaCuda{ATTENTION_SLOT(mha_f32_cuda), ATTENTION_SLOT(mha_f32_masked_cuda)};
 const MhaRow kMhaOpenCl{ATTENTION_SLOT(mha_f32_opencl), ATTENTION_SLOT(mha_f32_masked_opencl)};
 #endif
@@ -251,8 +255,7 @@ const HalfKvDecodeRow* gpu_half_kv_decode(Run run, DType kv, DType v, int64_t Sq
   const SdpaRow& fp32 = sdpa_row(run);
   if (choose_gpu_kernel(fp32.plain.prefill.name, fp32.plain.decode.name, Sq).prefill)
     return nullptr;
-  const HalfKvDecodeRow* rows = run == Run::CUDA ? kHalfKvCuda : kHalfKvOpenCl;
-  return &rows[kv == DType::Float16 ? 0 : 1];
+  return &gpu_half_kv_rows(run)[kv == DType::Float16 ? 0 : 1];
 #else
   (void)run, (void)kv, (void)v, (void)Sq, (void)Sk;
   return nullptr;
@@ -408,7 +411,7 @@ std::vector<KernelSlotInfo> kernel_slots() {
   }
 #if ATTENTION_GPU
   for (Run run : {Run::CUDA, Run::OpenCL}) {
-    const HalfKvDecodeRow* rows = run == Run::CUDA ? kHalfKvCuda : kHalfKvOpenCl;
+    const HalfKvDecodeRow* rows = gpu_half_kv_rows(run);
     for (const auto& [family, row] :
          {std::pair{"sdpa_f16kv", &rows[0]}, std::pair{"sdpa_bf16kv", &rows[1]}}) {
       slots.push_back({family, backend_name(run), "decode", row->plain.name});

@@ -341,14 +341,9 @@ Status run_mha_half(Scratch& scratch, const TensorView& x_q, const TensorView& x
 
 Status run_mha_half(const TensorView& x_q, const TensorView& x_kv, const MhaWeights& weights,
                     const TensorView& out, const MhaOptions& options) {
-#if ATTENTION_GPU
-  if (x_q.device == Device::CUDA) {
-    detail::CudaFp32Scratch scratch(options.gpu.cuda_stream);
+  return detail::with_fp32_scratch(x_q.device, options.gpu.cuda_stream, [&](auto& scratch) {
     return run_mha_half(scratch, x_q, x_kv, weights, out, options);
-  }
-#endif
-  detail::HostFp32Scratch scratch;
-  return run_mha_half(scratch, x_q, x_kv, weights, out, options);
+  });
 }
 
 }  // namespace

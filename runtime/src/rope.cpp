@@ -102,14 +102,7 @@ Status rotate(Run run, const TensorView& x, const TensorView& out, const RopeArg
     return Status::error(StatusCode::BackendUnavailable, "internal: no GPU kernels in this build");
 #endif
   };
-#if ATTENTION_GPU
-  if (x.device == Device::CUDA) {
-    CudaFp32Scratch scratch(cuda_stream);
-    return run_with(scratch);
-  }
-#endif
-  HostFp32Scratch scratch;
-  return run_with(scratch);
+  return with_fp32_scratch(x.device, cuda_stream, run_with);
 }
 
 }  // namespace detail
@@ -118,8 +111,7 @@ Status apply_rotary_embedding(const TensorView& x, const TensorView& out,
                               const RopeOptions& options, const DeviceOptions& device) {
   const std::vector<detail::NamedView> tensors = {{&x, "x"}, {&out, "out"}};
   detail::Run run = detail::Run::CPU;
-  ATTENTION_RETURN_IF_ERROR(detail::resolve_backend(device.backend, tensors, &run));
-  ATTENTION_RETURN_IF_ERROR(detail::check_cuda_stream(device.gpu, "device.gpu", run));
+  ATTENTION_RETURN_IF_ERROR(detail::resolve_device_options(device, tensors, &run));
   const Device on = detail::device_of(tensors);
   const bool gpu = run != detail::Run::CPU;
   ATTENTION_RETURN_IF_ERROR(detail::check_float_view(x, "x", 4, "[B, H, S, D]", on, gpu));

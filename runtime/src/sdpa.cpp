@@ -282,10 +282,6 @@ Status run_bf16_prefill(const detail::KernelSlot<decltype(&sdpa_f32_prefill)>& k
   return result.finish();
 }
 
-// A call with a Float16 or BFloat16 operand (q, k, v, out or the additive mask). Unmasked bf16
-// prefill runs natively where the CPU has AVX-512 BF16; decode over a half KV cache reads k and
-// v as stored (the call's bytes are the cache's); every other call widens its half operands
-// exactly, runs the fp32 path, and rounds the result into out once.
 // A GPU call with a half operand: q, out and the additive mask as fp32 (`operands`:
 // detail::HostFp32Scratch for host tensors, detail::CudaFp32Scratch for Device::CUDA ones); decode
 // over a half KV cache reads k and v as stored, any other call widens them too and runs the fp32
@@ -313,17 +309,16 @@ Status run_half_gpu(Operands& operands, detail::Run run, const TensorView& q, co
   return operands.finish(out32, out);
 }
 
+// A call with a Float16 or BFloat16 operand (q, k, v, out or the additive mask). Unmasked bf16
+// prefill runs natively where the CPU has AVX-512 BF16; decode over a half KV cache reads k and
+// v as stored (the call's bytes are the cache's); every other call widens its half operands
+// exactly, runs the fp32 path, and rounds the result into out once.
 Status run_half(detail::Run run, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const SdpaOptions& options) {
   if (run != detail::Run::CPU) {
-#if ATTENTION_GPU
-    if (q.device == Device::CUDA) {
-      detail::CudaFp32Scratch operands(options.gpu.cuda_stream);
+    return detail::with_fp32_scratch(q.device, options.gpu.cuda_stream, [&](auto& operands) {
       return run_half_gpu(operands, run, q, k, v, out, options);
-    }
-#endif
-    detail::HostFp32Scratch operands;
-    return run_half_gpu(operands, run, q, k, v, out, options);
+    });
   }
   const bool dense_rows = q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1;
   const auto* bf16_prefill =
