@@ -108,6 +108,7 @@ Status with_fp32_scratch(Device device, void* cuda_stream, Fn&& fn) {
     return fn(scratch);
   }
 #endif
+  (void)device;
   (void)cuda_stream;
   HostFp32Scratch scratch;
   return fn(scratch);
