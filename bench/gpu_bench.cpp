@@ -10,8 +10,10 @@
 // (without a device: 66900, an H100/H200 SXM: 132 SMs × 128 lanes × 2 × 1.98 GHz).
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -237,6 +239,56 @@ void BM_CudaDevicePointers(benchmark::State& state, Shape s, Types types) {
   set_counters(state, s, half_kv ? sizeof(uint16_t) : sizeof(float));
 }
 
+// paged_attention on CUDA device pools ([num_blocks, block, H, D], the sequences' blocks shuffled
+// through the pool), fp32, the block table on the host: the paged row beside the contiguous one of
+// the same shape (the cuda/ row) gives paging's cost. The answer is checked against the naive loop
+// over the keys gathered back into [B, H, Sk, D].
+void BM_CudaPaged(benchmark::State& state, Shape s, int64_t block) {
+  const attention::Status available = attention::backend_available(attention::Backend::CUDA);
+  if (!available.ok()) return state.SkipWithError(available.message().c_str());
+  Cuda& gpu = cuda();
+  if (!gpu.ready) return state.SkipWithError("CUDA device memory could not be set up");
+  const int64_t per_seq = (s.Sk + block - 1) / block, blocks = s.B * per_seq;
+  std::vector<int32_t> ids(blocks), seq_lens(s.B, static_cast<int32_t>(s.Sk));
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), std::mt19937_64(4));
+  const size_t pool = static_cast<size_t>(blocks * block * s.H * s.D);
+  const std::vector<float> q = random_values(s.B * s.H * s.Sq * s.D, 1),
+                           k_pool = random_values(pool, 2), v_pool = random_values(pool, 3);
+  // The contiguous k and v the pools hold, for the check.
+  std::vector<float> k(s.B * s.H * s.Sk * s.D), v(k.size()), out(q.size());
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t j = 0; j < s.Sk; ++j)
+      for (int64_t h = 0; h < s.H; ++h) {
+        const size_t from = ((ids[b * per_seq + j / block] * block + j % block) * s.H + h) * s.D;
+        const size_t to = ((b * s.H + h) * s.Sk + j) * s.D;
+        std::copy_n(&k_pool[from], s.D, &k[to]);
+        std::copy_n(&v_pool[from], s.D, &v[to]);
+      }
+  const attention::DType f32 = attention::DType::Float32;
+  attention::PagedKvCache cache;
+  cache.k = gpu.upload(k_pool.data(), pool * sizeof(float), f32, {blocks, block, s.H, s.D});
+  cache.v = gpu.upload(v_pool.data(), pool * sizeof(float), f32, {blocks, block, s.H, s.D});
+  cache.block_table = attention::TensorView::contiguous(ids.data(), attention::DType::Int32,
+                                                        {s.B, per_seq});
+  cache.seq_lens =
+      attention::TensorView::contiguous(seq_lens.data(), attention::DType::Int32, {s.B});
+  const attention::TensorView dq = gpu.upload(q.data(), q.size() * sizeof(float), f32,
+                                              {s.B, s.H, s.Sq, s.D}),
+                              dout = gpu.upload(out.data(), out.size() * sizeof(float), f32,
+                                                {s.B, s.H, s.Sq, s.D});
+  auto call = [&] {
+    const attention::Status status = attention::paged_attention(dq, cache, dout);
+    if (!status.ok()) bench::fail("gpu_bench", status.message());
+    gpu.synchronize();
+  };
+  call();
+  gpu.to_host(out.data(), reinterpret_cast<uint64_t>(dout.data), out.size() * sizeof(float));
+  check_rows(s, q, k, v, out);
+  for (auto _ : state) call();
+  set_counters(state, s);
+}
+
 // Host tensors on the OpenCL backend (copies in and out included): PoCL here, any OpenCL GPU
 // elsewhere. On PoCL it measures correctness plumbing more than speed.
 void BM_OpenClHostTensors(benchmark::State& state, Shape s) {
@@ -304,6 +356,14 @@ int main(int argc, char** argv) {
   for (const auto& run : half_runs) {
     benchmark::RegisterBenchmark(name(run.backend, run.shape).c_str(), BM_CudaDevicePointers,
                                  run.shape, run.types)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  // Paged decode (block sizes 16 and 64) at the decode shape, beside its contiguous cuda/ row.
+  for (int64_t block : {16, 64}) {
+    benchmark::RegisterBenchmark(
+        (name("cuda_paged", decode) + "_block" + std::to_string(block)).c_str(), BM_CudaPaged,
+        decode, block)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }

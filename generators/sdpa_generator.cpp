@@ -566,7 +566,7 @@ class ModSdpaGenerator : public SdpaGeneratorBase<ModSdpaGenerator> {
 // diagonal is its own: diag(i) = i + diag_offset + key_lengths(b) - query_lengths(b) (the runtime
 // passes 0 for bottom-right alignment of the valid query rows with the cache's last keys).
 // Inputs: q, k, v, scale, the mask arguments, block_table (Int32 (blk, b)), block_shift,
-// key_split; outputs out and logsumexp. CPU decode tiling only.
+// key_split; outputs out and logsumexp. Decode tiling only (CPU, CUDA and OpenCL).
 class PagedSdpaGenerator : public SdpaGeneratorBase<PagedSdpaGenerator> {
  public:
   Output<Buffer<float, 4>> out{"out"};              // (c, i, h, b)
@@ -581,8 +581,7 @@ class PagedSdpaGenerator : public SdpaGeneratorBase<PagedSdpaGenerator> {
   }
 
   void generate() {
-    _halide_user_assert(!prefill() && !gpu())
-        << "paged_sdpa: CPU targets with query_tiling=decode only\n";
+    _halide_user_assert(!prefill()) << "paged_sdpa: query_tiling=decode only\n";
     mask_ = mask_args_.masks();
     // Var "b" is AttentionVars' batch variable: every Func that evaluates the band has it.
     const Var b("b");
@@ -596,10 +595,12 @@ class PagedSdpaGenerator : public SdpaGeneratorBase<PagedSdpaGenerator> {
       in.seq_k = seq_k;
       in.heads_per_kv = q.dim(2).extent() / k.dim(1).extent();
       in.k = widened(paged(*k_, table, seq_k, "k_paged"), kv_type, "k_f32");
-      in.v = widened(paged(*v_, table, seq_k, "v_paged"), kv_type, "v_f32");
+      // The GPU's P·V blocks round Dv up to whole thread tiles: zeros past the last feature.
+      in.v = widened(paged(*v_, table, seq_k, "v_paged", gpu()), kv_type, "v_f32");
     });
-    // A position's rows of every kv head are adjacent in a paged pool: items cover every head.
-    plan_.decode_all_heads = true;
+    // CPU: a position's rows of every kv head are adjacent in a paged pool, so items cover every
+    // head. The GPU's blocks are (key split, query tile, head) as for contiguous caches.
+    plan_.decode_all_heads = !gpu();
     block_table_->set_estimates({{0, 1024 / 16}, {0, 1}});
     block_shift_->set_estimate(4);
   }
@@ -609,15 +610,17 @@ class PagedSdpaGenerator : public SdpaGeneratorBase<PagedSdpaGenerator> {
   // The pool read at the sequence's key positions (x, j, kv_head, b). Positions past the table
   // (tiles round up) and table entries past a sequence's length (unused, any value) are clamped
   // into the pool: the keys there are masked by key_lengths, and the decode P·V is NaN-safe.
+  // pad_features: zeros past the pool's last feature.
   Func paged(const GeneratorInput<Buffer<>>& pool, Func table, const Expr& seq_k,
-             const std::string& name) {
+             const std::string& name, bool pad_features = false) {
     Var x, j, h, bb;
     Expr jj = clamp(j, 0, seq_k - 1);
     Expr column = clamp(jj >> *block_shift_, 0, block_table_->dim(0).extent() - 1);
     Expr block = clamp(table(column, bb), pool.dim(3).min(), pool.dim(3).max());
     Expr slot = clamp(jj - (column << *block_shift_), 0, pool.dim(2).extent() - 1);
+    Func source = pad_features ? zero_pad_features(pool) : Func(pool);
     Func gathered(name);
-    gathered(x, j, h, bb) = pool(x, h, slot, block);
+    gathered(x, j, h, bb) = source(x, h, slot, block);
     return gathered;
   }
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <string>
@@ -438,6 +439,87 @@ TEST(CudaDevicePointers, RopeMatchesCpu) {
   memory.copy_to_host(dout, t.out);
   const std::vector<float> out = t.out.to_dense(), out_cpu = cpu.out.to_dense();
   for (size_t i = 0; i < out.size(); ++i) ASSERT_NEAR(out[i], out_cpu[i], 2e-5f) << "out " << i;
+}
+
+// paged_attention on device pools, q, out and logsumexp (the block table and lengths stay on the
+// host), Float32 and BFloat16 pools, against the same call on the CPU, in whole and in the
+// smallest chunks, on a stream.
+TEST(CudaDevicePointers, PagedMatchesCpu) {
+  const attention::Status available = attention::backend_available(Backend::CUDA);
+  if (!available.ok()) GTEST_SKIP() << available.message();
+  CudaMemory memory;
+  ASSERT_TRUE(memory.ready()) << "CUDA is available but device memory could not be set up";
+  const int64_t B = 3, H = 8, Hkv = 2, Sq = 2, D = 64, block = 16, width = 12, blocks = 40;
+  const uint64_t seed = seed_for_current_test();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  Tensor q({B, H, Sq, D}), k({blocks, block, Hkv, D}), v({blocks, block, Hkv, D});
+  for (Tensor* t : {&q, &k, &v}) t->fill_uniform(rng, -1.0f, 1.0f);
+  std::vector<int32_t> ids(blocks), table(B * width, -1), seq_lens = {150, 1, 37};
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  size_t next = 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t n = 0; n < (seq_lens[b] + block - 1) / block; ++n)
+      table[b * width + n] = ids[next++];
+  attention::SdpaOptions options;
+  options.mask.causal = attention::Causal::BottomRight;
+  void* const stream = memory.new_stream();
+  for (attention::DType dtype : {attention::DType::Float32, attention::DType::BFloat16}) {
+    for (int64_t limit : {int64_t{0}, int64_t{1}}) {
+      SCOPED_TRACE(std::string(dtype == attention::DType::Float32 ? "Float32" : "BFloat16") +
+                   (limit ? " pools, smallest chunks" : " pools"));
+      HalfCopy hk(k.view(), attention::DType::BFloat16), hv(v.view(), attention::DType::BFloat16);
+      const bool half = dtype != attention::DType::Float32;
+      attention::PagedKvCache cache;
+      cache.k = half ? hk.view() : k.view();
+      cache.v = half ? hv.view() : v.view();
+      cache.block_table = attention::TensorView::contiguous(table.data(), attention::DType::Int32,
+                                                            {B, width});
+      cache.seq_lens =
+          attention::TensorView::contiguous(seq_lens.data(), attention::DType::Int32, {B});
+      Tensor out({B, H, Sq, D}), lse({B, H, Sq}), out_cpu({B, H, Sq, D}), lse_cpu({B, H, Sq});
+      out.poison();
+      lse.poison();
+      options.gpu = {};
+      options.logsumexp = lse_cpu.view();
+      ASSERT_TRUE(attention::paged_attention(q.view(), cache, out_cpu.view(), options).ok());
+      attention::PagedKvCache device_cache = cache;
+      device_cache.k = memory.copy_span_to_device(cache.k);
+      device_cache.v = memory.copy_span_to_device(cache.v);
+      const attention::TensorView dq = memory.copy_to_device(q), dout = memory.copy_to_device(out),
+                                  dlse = memory.copy_to_device(lse);
+      options.logsumexp = dlse;
+      options.gpu.cuda_stream = stream;
+      // 1: below any chunk; the least a chunk needs is named in the error, then used.
+      if (limit) {
+        options.gpu.workspace_limit = 1;
+        const attention::Status refused =
+            attention::paged_attention(dq, device_cache, dout, options);
+        ASSERT_FALSE(refused.ok());
+        const std::string message = refused.message();
+        const size_t at = message.find("below the ");
+        ASSERT_NE(at, std::string::npos) << message;
+        options.gpu.workspace_limit = std::stoll(message.substr(at + 10));
+      }
+      const attention::Status status = attention::paged_attention(dq, device_cache, dout, options);
+      ASSERT_TRUE(status.ok()) << status.message();
+      memory.synchronize(stream);
+      memory.copy_to_host(dout, out);
+      memory.copy_to_host(dlse, lse);
+      // Equal (a row without keys: out 0, logsumexp -inf) or within 1e-5.
+      const auto expect_close = [](const Tensor& got, const Tensor& want, const char* name) {
+        const std::vector<float> a = got.to_dense(), b = want.to_dense();
+        for (size_t i = 0; i < a.size(); ++i) {
+          if (a[i] != b[i]) {
+            ASSERT_NEAR(a[i], b[i], 1e-5f) << name << " " << i;
+          }
+        }
+      };
+      expect_close(out, out_cpu, "out");
+      expect_close(lse, lse_cpu, "logsumexp");
+    }
+  }
 }
 
 // gpu.cuda_stream orders CUDA calls only: any other backend refuses it, naming the option and the

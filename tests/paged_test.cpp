@@ -1,6 +1,8 @@
 // paged_attention: new tokens against a paged KV cache, checked per sequence against the double
 // reference on the sequence's keys gathered from the pool by the test, with shuffled and shared
-// block ids, NaN in every block no sequence uses, both layouts, GQA and the masks.
+// block ids, NaN in every block no sequence uses, both layouts, GQA and the masks. The
+// PagedAttention suite runs once more on each GPU backend (ATTENTION_TEST_BACKEND,
+// tests/CMakeLists.txt), every other call there in the smallest chunks the workspace allows.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +16,8 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "kernel_choice.h"
+#include "kernel_table.h"
 #include "reference/sdpa_reference.h"
 #include "test_util.h"
 
@@ -109,6 +113,7 @@ class PagedRun {
       options_.mask.query_lengths =
           TensorView::contiguous(query_lengths_.data(), DType::Int32, {B_});
     options_.logsumexp = TensorView::contiguous(lse_.data(), {B_, c.H, c.Sq});
+    options_.backend = attention_test::test_backend();
   }
 
   attention::PagedKvCache cache() {
@@ -150,6 +155,7 @@ class PagedRun {
       std::copy_n(static_cast<const float*>(hk->rounded().data), k_.size(), k_.begin());
       std::copy_n(static_cast<const float*>(hv->rounded().data), v_.size(), v_.begin());
     }
+    options_.gpu.workspace_limit = smallest_chunks_every_other_call();
     const attention::Status status = attention::paged_attention(q(), paged, out(), options_);
     ASSERT_TRUE(status.ok()) << status.message();
     EXPECT_TRUE(std::isnan(out_.back())) << "out written past its end";
@@ -196,6 +202,21 @@ class PagedRun {
   }
 
  private:
+  // On a GPU backend, every other call: the least workspace a paged call accepts, one kv head's
+  // query heads with every row (so a chunk per kv head and batch); 0 (the default) otherwise.
+  int64_t smallest_chunks_every_other_call() const {
+    namespace detail = attention::detail;
+    const attention::Backend backend = options_.backend;
+    static int calls = 0;
+    if (backend != attention::Backend::CUDA && backend != attention::Backend::OpenCL) return 0;
+    if (calls++ % 2 == 0) return 0;
+    const detail::Run run =
+        backend == attention::Backend::CUDA ? detail::Run::CUDA : detail::Run::OpenCL;
+    const char* kernel = detail::paged_decode_kernel(run, c_.cache_dtype).name;
+    return attention_contract::gpu_split_workspace_bytes(
+        c_.H / c_.Hkv, c_.Sq, width_ * c_.block_size, c_.Dv, detail::kernel_gpu_tiling(kernel));
+  }
+
   // Element offset of (block, slot, kv head, feature 0) in the pool's layout.
   int64_t offset(int64_t blk, int64_t slot, int64_t h, int64_t features) const {
     const int64_t bs = c_.block_size, hkv = c_.Hkv;
@@ -213,6 +234,7 @@ class PagedRun {
 };
 
 void expect_paged_matches_reference(const PagedCase& c) {
+  if (attention_test::skip_unless_backend_available()) return;
   const uint64_t seed = attention_test::seed_for_current_test();
   SCOPED_TRACE(describe(c) + ", " + attention_test::seed_note(seed));
   PagedRun run(c, seed);
@@ -378,12 +400,26 @@ TEST_F(PagedValidation, ShapesLayoutsAndOptions) {
   run_.options().gpu.cuda_stream = &stream;
   expect_error(cache, "gpu.cuda_stream: set, but the call runs on the CPU backend");
   run_.options().gpu.cuda_stream = nullptr;
-  run_.options().backend = attention::Backend::OpenCL;
-  expect_error(cache, "backend", attention::StatusCode::Unsupported);
-  run_.options().backend = attention::Backend::Auto;
+  attention::PagedKvCache device_table = cache;  // the table is read by the checks: host only
+  device_table.block_table.device = attention::Device::CUDA;
+  expect_error(device_table, "cache.block_table: expected a CPU tensor");
   run_.options().rope = attention::RopeOptions{};  // the cache holds rotated keys
   expect_error(cache, "rope: paged_attention takes a cache of rotated keys",
                attention::StatusCode::Unsupported);
+}
+
+// GPU calls (OpenCL here; CUDA where a GPU is): a workspace limit below one kv head's query heads
+// with every row is refused, naming the option and the least it needs; a CUDA stream on OpenCL too.
+TEST_F(PagedValidation, GpuWorkspaceAndStream) {
+  const attention::Status available = attention::backend_available(attention::Backend::OpenCL);
+  if (!available.ok()) GTEST_SKIP() << available.message();
+  run_.options().backend = attention::Backend::OpenCL;
+  run_.options().gpu.workspace_limit = 1024;
+  expect_error(run_.cache(), "gpu.workspace_limit: 1024 bytes is below the");
+  run_.options().gpu.workspace_limit = 0;
+  int stream = 0;
+  run_.options().gpu.cuda_stream = &stream;
+  expect_error(run_.cache(), "gpu.cuda_stream: set, but the call runs on the OpenCL backend");
 }
 
 }  // namespace

@@ -30,16 +30,22 @@
 #include "sdpa_bf16kv_decode_opencl.h"
 #include "sdpa_bf16kv_masked_decode_cuda.h"
 #include "sdpa_bf16kv_masked_decode_opencl.h"
+#include "sdpa_bf16kv_paged_decode_cuda.h"
+#include "sdpa_bf16kv_paged_decode_opencl.h"
 #include "sdpa_f16kv_decode_cuda.h"
 #include "sdpa_f16kv_decode_opencl.h"
 #include "sdpa_f16kv_masked_decode_cuda.h"
 #include "sdpa_f16kv_masked_decode_opencl.h"
+#include "sdpa_f16kv_paged_decode_cuda.h"
+#include "sdpa_f16kv_paged_decode_opencl.h"
 #include "sdpa_f32_decode_cuda.h"
 #include "sdpa_f32_decode_opencl.h"
 #include "sdpa_f32_masked_decode_cuda.h"
 #include "sdpa_f32_masked_decode_opencl.h"
 #include "sdpa_f32_masked_prefill_cuda.h"
 #include "sdpa_f32_masked_prefill_opencl.h"
+#include "sdpa_f32_paged_decode_cuda.h"
+#include "sdpa_f32_paged_decode_opencl.h"
 #include "sdpa_f32_prefill_cuda.h"
 #include "sdpa_f32_prefill_opencl.h"
 #endif
@@ -84,9 +90,27 @@ const TilingPair<decltype(&additive_f32_prefill)> kAdditive{ATTENTION_SLOT(addit
 const TilingPair<decltype(&nadaraya_watson_f32_prefill)> kNadarayaWatson{
     ATTENTION_SLOT(nadaraya_watson_f32_prefill), ATTENTION_SLOT(nadaraya_watson_f32_decode)};
 
-const KernelSlot<decltype(&sdpa_f32_paged_decode)> kPagedDecode[] = {
-    ATTENTION_SLOT(sdpa_f32_paged_decode), ATTENTION_SLOT(sdpa_f16kv_paged_decode),
-    ATTENTION_SLOT(sdpa_bf16kv_paged_decode)};
+// Per backend: the paged decode kernels of Float32, Float16 and BFloat16 caches.
+using PagedSlot = KernelSlot<decltype(&sdpa_f32_paged_decode)>;
+const PagedSlot kPagedDecode[] = {ATTENTION_SLOT(sdpa_f32_paged_decode),
+                                  ATTENTION_SLOT(sdpa_f16kv_paged_decode),
+                                  ATTENTION_SLOT(sdpa_bf16kv_paged_decode)};
+#if ATTENTION_GPU
+const PagedSlot kPagedDecodeCuda[] = {ATTENTION_SLOT(sdpa_f32_paged_decode_cuda),
+                                      ATTENTION_SLOT(sdpa_f16kv_paged_decode_cuda),
+                                      ATTENTION_SLOT(sdpa_bf16kv_paged_decode_cuda)};
+const PagedSlot kPagedDecodeOpenCl[] = {ATTENTION_SLOT(sdpa_f32_paged_decode_opencl),
+                                        ATTENTION_SLOT(sdpa_f16kv_paged_decode_opencl),
+                                        ATTENTION_SLOT(sdpa_bf16kv_paged_decode_opencl)};
+#endif
+const PagedSlot* paged_rows(Run run) {
+#if ATTENTION_GPU
+  if (run == Run::CUDA) return kPagedDecodeCuda;
+  if (run == Run::OpenCL) return kPagedDecodeOpenCl;
+#endif
+  (void)run;
+  return kPagedDecode;
+}
 
 const KernelSlot<decltype(&sdpa_f32_rope_prefill)> kRopePrefill =
     ATTENTION_SLOT(sdpa_f32_rope_prefill);
@@ -226,8 +250,8 @@ const MhaRow& mha_row(Run run) {
 
 const TilingPair<decltype(&additive_f32_prefill)>& additive_row() { return kAdditive; }
 
-const KernelSlot<decltype(&sdpa_f32_paged_decode)>& paged_decode_kernel(DType kv) {
-  return kPagedDecode[kv == DType::Float16 ? 1 : kv == DType::BFloat16 ? 2 : 0];
+const KernelSlot<decltype(&sdpa_f32_paged_decode)>& paged_decode_kernel(Run run, DType kv) {
+  return paged_rows(run)[kv == DType::Float16 ? 1 : kv == DType::BFloat16 ? 2 : 0];
 }
 
 const KernelSlot<decltype(&sdpa_f32_rope_prefill)>& rope_prefill_kernel() { return kRopePrefill; }
@@ -423,9 +447,12 @@ std::vector<KernelSlotInfo> kernel_slots() {
   slots.push_back({"sdpa_bf16", "cpu", "prefill", kBf16Prefill.name});
 #endif
   slots.push_back({"sdpa_rope", "cpu", "masked_prefill", kRopePrefill.name});
-  slots.push_back({"sdpa_paged", "cpu", "masked_decode", kPagedDecode[0].name});
-  slots.push_back({"sdpa_paged_f16kv", "cpu", "masked_decode", kPagedDecode[1].name});
-  slots.push_back({"sdpa_paged_bf16kv", "cpu", "masked_decode", kPagedDecode[2].name});
+  for (Run run : backends()) {
+    const PagedSlot* paged = paged_rows(run);
+    slots.push_back({"sdpa_paged", backend_name(run), "masked_decode", paged[0].name});
+    slots.push_back({"sdpa_paged_f16kv", backend_name(run), "masked_decode", paged[1].name});
+    slots.push_back({"sdpa_paged_bf16kv", backend_name(run), "masked_decode", paged[2].name});
+  }
   slots.push_back({"additive", "cpu", "masked_prefill", kAdditive.prefill.name});
   slots.push_back({"additive", "cpu", "masked_decode", kAdditive.decode.name});
   slots.push_back({"nadaraya_watson", "cpu", "prefill", kNadarayaWatson.prefill.name});

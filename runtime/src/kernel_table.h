@@ -83,9 +83,10 @@ const KernelSlot<decltype(&sdpa_f32_prefill)>* bf16_prefill_for(DType q, DType k
                                                                 DType out, bool masked, int64_t Sq,
                                                                 int64_t Sk, int64_t D);
 
-// paged_attention's kernel for a cache of `kv` (Float32, Float16 or BFloat16; generator
-// paged_sdpa: the masked decode over a paged KV cache, k and v read as stored).
-const KernelSlot<decltype(&sdpa_f32_paged_decode)>& paged_decode_kernel(DType kv);
+// paged_attention's kernel on `run` for a cache of `kv` (Float32, Float16 or BFloat16; generator
+// paged_sdpa: the masked decode over a paged KV cache, k and v read as stored, raw 16-bit words
+// on the GPU).
+const KernelSlot<decltype(&sdpa_f32_paged_decode)>& paged_decode_kernel(Run run, DType kv);
 
 // The masked prefill with rotary embeddings fused in (SdpaOptions::rope; generator masked_sdpa
 // with rope=true): the masked kernel's arguments, then the rotation's, then key_split.

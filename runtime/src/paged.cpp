@@ -1,8 +1,10 @@
 // paged_attention: new tokens against a paged KV cache, read in place by the paged decode kernel
-// (generators/sdpa_generator.cpp, paged_sdpa): argument and table checks, then one kernel call.
+// (generators/sdpa_generator.cpp, paged_sdpa): argument and table checks, then one kernel call
+// (on a GPU, one per chunk of batches and heads).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -44,13 +46,14 @@ struct PagedShape {
   int64_t longest;  // max seq_lens
 };
 
-Status check_cache(const TensorView& q, const PagedKvCache& cache, PagedShape* s) {
+// The cache and q on `device` (the call's); the table and lengths are host tensors.
+Status check_cache(const TensorView& q, const PagedKvCache& cache, Device device, PagedShape* s) {
   const char* layout = cache.layout == PagedKvLayout::BlocksSlotsHeads
                            ? "[num_blocks, block_size, Hkv, D]"
                            : "[num_blocks, Hkv, block_size, D]";
-  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(q, "q", 4, "[B, H, Sq, D]"));
-  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(cache.k, "cache.k", 4, layout));
-  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(cache.v, "cache.v", 4, layout));
+  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(q, "q", 4, "[B, H, Sq, D]", device));
+  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(cache.k, "cache.k", 4, layout, device));
+  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(cache.v, "cache.v", 4, layout, device));
   if (cache.v.dtype != cache.k.dtype) {
     return Status::invalid(std::string("cache.v: expected the dtype of cache.k, ") +
                            detail::dtype_name(cache.k.dtype) + ", got " +
@@ -132,14 +135,8 @@ Status check_cache(const TensorView& q, const PagedKvCache& cache, PagedShape* s
 }
 
 Status check_paged_options(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
-                           const SdpaOptions& options, const PagedShape& s) {
+                           const SdpaOptions& options, Device device, const PagedShape& s) {
   const MaskOptions& m = options.mask;
-  if (options.backend != Backend::Auto && options.backend != Backend::CPU) {
-    return Status::error(StatusCode::Unsupported,
-                         "backend: paged_attention runs on the CPU only (GPU kernels for paged KV "
-                         "caches are not built yet)");
-  }
-  ATTENTION_RETURN_IF_ERROR(detail::check_cuda_stream(options.gpu, "gpu", detail::Run::CPU));
   if (options.rope) {
     return Status::error(StatusCode::Unsupported,
                          "rope: paged_attention takes a cache of rotated keys; rotate new keys at "
@@ -156,53 +153,206 @@ Status check_paged_options(const TensorView& q, const PagedKvCache& cache, const
   }
   ATTENTION_RETURN_IF_ERROR(
       detail::refuse_mask_tensors(m, "mask tensors are not supported by paged_attention"));
-  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(out, "out", 4, "[B, H, Sq, Dv]"));
+  ATTENTION_RETURN_IF_ERROR(detail::check_float_view(out, "out", 4, "[B, H, Sq, Dv]", device));
   return detail::check_sdpa_outputs(out, options, s.B, s.H, s.Sq, s.width * s.block_size, s.Dv,
                                     {{&q, "q"},
                                      {&cache.k, "cache.k"},
                                      {&cache.v, "cache.v"},
                                      {&cache.block_table, "cache.block_table"},
-                                     {&cache.seq_lens, "cache.seq_lens"}});
+                                     {&cache.seq_lens, "cache.seq_lens"}},
+                                    device);
 }
+
+// The masked kernels' arguments, with seq_lens as the key lengths over the table's capacity: the
+// kernel adds each sequence's own seq_lens[b] - query_lengths[b] to the diagonal.
+MaskOptions paged_mask(const SdpaOptions& options, const PagedKvCache& cache) {
+  MaskOptions m = options.mask;
+  m.key_lengths = cache.seq_lens;
+  return m;
+}
+
+Status run_paged_cpu(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
+                     const SdpaOptions& options, float scale, const PagedShape& s) {
+  const MaskOptions m = paged_mask(options, cache);
+  detail::MaskArgs mask(m, s.B, s.H, s.Sq, s.width * s.block_size);
+  mask.diag_offset = 0;
+  const auto& kernel = detail::paged_decode_kernel(detail::Run::CPU, cache.k.dtype);
+  // The kernel's work items are (key split, batch), every head inside (paged_sdpa).
+  const int32_t key_split = attention_contract::decode_key_split(
+      s.B, /*Hkv=*/1, s.longest, detail::kernel_cpu_tiling(kernel.name));
+  std::vector<float> lse_scratch;
+  const TensorView lse = detail::stats_or_scratch(options.logsumexp, {s.B, s.H, s.Sq}, lse_scratch);
+  detail::HalideView hq(q), hk(blocks_slots_heads(cache.k, cache.layout)),
+      hv(blocks_slots_heads(cache.v, cache.layout)), htable(cache.block_table), hout(out),
+      hlse(lse);
+  return detail::run_kernel_parts(
+      kernel.name, kernel.fn, std::tuple(hq.get(), hk.get(), hv.get(), scale),
+      mask.arguments(/*values_finite=*/false),
+      std::tuple(htable.get(), s.block_shift, key_split, hout.get(), hlse.get()));
+}
+
+#if ATTENTION_GPU
+// A GPU call's chunks: batches [batch, batch + batches) and heads [head, head + heads), every query
+// row (the kernel aligns each sequence's diagonal from its query and cache lengths, which a chunk
+// of rows would shift). Each holds whole GQA groups, within gpu.workspace_limit.
+struct PagedChunk {
+  int64_t batch, batches, head, heads;
+};
+
+Status plan_paged_chunks(const attention_contract::GpuTiling& t, const PagedShape& s,
+                         const GpuOptions& gpu, std::vector<PagedChunk>* chunks) {
+  const int64_t limit = gpu.workspace_limit > 0 ? gpu.workspace_limit : kDefaultGpuWorkspaceLimit;
+  const int64_t group = s.H / s.Hkv;
+  const int64_t unit = attention_contract::gpu_split_workspace_bytes(
+      group, s.Sq, s.width * s.block_size, s.Dv, t);  // one kv head's query heads, every row
+  if (limit < unit) {
+    return Status::invalid("gpu.workspace_limit: " + std::to_string(limit) +
+                           " bytes is below the " + std::to_string(unit) +
+                           " bytes the split results of one chunk need (paged_attention: the " +
+                           std::to_string(s.Sq) + " query rows of " + std::to_string(group) +
+                           (group == 1 ? " head" : " heads") + " against the table's " +
+                           std::to_string(s.width * s.block_size) + " keys, Dv=" +
+                           std::to_string(s.Dv) + ")");
+  }
+  const int64_t units = limit / unit;  // kv heads' groups per chunk
+  const int64_t batches = std::clamp<int64_t>(units / s.Hkv, 1, s.B);
+  const int64_t heads = units >= s.Hkv ? s.H : units * group;
+  chunks->clear();
+  // Heads outermost: consecutive chunks share the pools' window of kv heads.
+  for (int64_t h = 0; h < s.H; h += heads) {
+    for (int64_t b = 0; b < s.B; b += batches) {
+      chunks->push_back({b, std::min(batches, s.B - b), h, std::min(heads, s.H - h)});
+    }
+  }
+  return Status::ok_status();
+}
+
+// Each chunk's q, out, logsumexp, block-table rows and the pools' kv heads are windows that keep
+// their batch and head indices (the kernel takes the GQA group from q's heads over the pools').
+// The pools are copied to the device (host tensors) or wrapped (Device::CUDA) once per window of
+// kv heads, shared by consecutive chunks.
+Status run_paged_gpu(detail::Run run, const TensorView& q, const PagedKvCache& cache,
+                     const TensorView& out, const SdpaOptions& options, float scale,
+                     const PagedShape& s) {
+  const auto& kernel = detail::paged_decode_kernel(run, cache.k.dtype);
+  const attention_contract::GpuTiling& t = detail::kernel_gpu_tiling(kernel.name);
+  std::vector<PagedChunk> chunks;
+  ATTENTION_RETURN_IF_ERROR(plan_paged_chunks(t, s, options.gpu, &chunks));
+  const MaskOptions m = paged_mask(options, cache);
+  const bool lse_given = detail::given(options.logsumexp);
+  // The buffers outlive `call`, whose destructor releases their device memory.
+  std::deque<detail::HalideView> views;
+  std::deque<detail::MaskArgs> masks;
+  detail::GpuCall call(run, options.gpu.cuda_stream);
+  const int64_t group = s.H / s.Hkv;
+  detail::HalideView *hk = nullptr, *hv = nullptr;
+  const PagedChunk* pool_chunk = nullptr;  // the first chunk of the pools' current kv heads
+  for (const PagedChunk& c : chunks) {
+    if (!pool_chunk || c.head != pool_chunk->head || c.heads != pool_chunk->heads) {
+      pool_chunk = &c;
+      if (hk != nullptr) {
+        call.release(hk->get());
+        call.release(hv->get());
+      }
+      const auto heads = [&](const TensorView& pool) {  // [blocks, slots, Hkv, X]
+        return detail::slice(blocks_slots_heads(pool, cache.layout), 2, c.head / group,
+                             c.heads / group);
+      };
+      const std::array<int64_t, kMaxRank> pool_mins = {0, 0, c.head / group, 0};
+      hk = &views.emplace_back(heads(cache.k), pool_mins);
+      hv = &views.emplace_back(heads(cache.v), pool_mins);
+      if (detail::is_half(cache.k.dtype)) {
+        detail::as_half_bits(hk->get());
+        detail::as_half_bits(hv->get());
+      }
+      ATTENTION_RETURN_IF_ERROR(call.input(hk->get(), cache.k.device));
+      ATTENTION_RETURN_IF_ERROR(call.input(hv->get(), cache.v.device));
+    }
+    const auto window = [&](const TensorView& x) {
+      return detail::slice(detail::slice(x, 0, c.batch, c.batches), 1, c.head, c.heads);
+    };
+    const std::array<int64_t, kMaxRank> mins = {c.batch, c.head, 0, 0};
+    detail::HalideView& hq = views.emplace_back(window(q), mins);
+    detail::HalideView& hout = views.emplace_back(window(out), mins);
+    detail::HalideView& hlse = views.emplace_back(
+        lse_given ? window(options.logsumexp)
+                  : TensorView::contiguous(nullptr, {c.batches, c.heads, s.Sq}),
+        mins);
+    detail::HalideView& htable =
+        views.emplace_back(detail::slice(cache.block_table, 0, c.batch, c.batches),
+                           std::array<int64_t, kMaxRank>{c.batch, 0, 0, 0});
+    call.begin_chunk();
+    ATTENTION_RETURN_IF_ERROR(call.input(hq.get(), q.device));
+    ATTENTION_RETURN_IF_ERROR(call.input(htable.get(), Device::CPU));
+    ATTENTION_RETURN_IF_ERROR(call.output(hout.get(), out.device));
+    ATTENTION_RETURN_IF_ERROR(lse_given ? call.output(hlse.get(), options.logsumexp.device)
+                                        : call.scratch(hlse.get()));
+    detail::MaskArgs& mask = masks.emplace_back(m, s.B, s.H, s.Sq, s.width * s.block_size);
+    mask.diag_offset = 0;
+    ATTENTION_RETURN_IF_ERROR(call.mask_inputs(mask, m));
+    ATTENTION_RETURN_IF_ERROR(call.run_parts(
+        kernel.name, kernel.fn, std::tuple(hq.get(), hk->get(), hv->get(), scale),
+        mask.arguments(/*values_finite=*/false),
+        std::tuple(htable.get(), s.block_shift, t.split_keys, hout.get(), hlse.get())));
+  }
+  return Status::ok_status();
+}
+#else
+Status run_paged_gpu(detail::Run, const TensorView&, const PagedKvCache&, const TensorView&,
+                     const SdpaOptions&, float, const PagedShape&) {
+  // resolve_backend refuses GPU backends first; this is its guard.
+  return Status::error(StatusCode::BackendUnavailable, "internal: no GPU kernels in this build");
+}
+#endif
 
 }  // namespace
 
 Status paged_attention(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
                        const SdpaOptions& options) {
+  // The cache's table and lengths are host tensors in every call (read by the checks).
+  const std::vector<detail::NamedView> tensors = {{&q, "q"},
+                                                  {&cache.k, "cache.k"},
+                                                  {&cache.v, "cache.v"},
+                                                  {&out, "out"},
+                                                  {&options.logsumexp, "logsumexp"}};
+  detail::Run run = detail::Run::CPU;
+  ATTENTION_RETURN_IF_ERROR(detail::resolve_backend(options.backend, tensors, &run));
+  ATTENTION_RETURN_IF_ERROR(detail::check_cuda_stream(options.gpu, "gpu", run));
+  const Device device = detail::device_of(tensors);
   PagedShape s{};
-  ATTENTION_RETURN_IF_ERROR(check_cache(q, cache, &s));
-  ATTENTION_RETURN_IF_ERROR(check_paged_options(q, cache, out, options, s));
-  if (out.numel() == 0) return Status::ok_status();  // B, H or Sq is 0
-  // Half q and out (a few rows) go through the conversion kernels; the cache is read as stored.
-  detail::Fp32Input wq;
-  detail::Fp32Output result;
-  ATTENTION_RETURN_IF_ERROR(wq.widen(q));
-  ATTENTION_RETURN_IF_ERROR(result.stage(out));
-  if (s.longest == 0) {  // no sequence has a key: every row is fully masked
-    detail::write_rows_without_keys(result.view(), options.logsumexp);
-    return result.finish();
+  ATTENTION_RETURN_IF_ERROR(check_cache(q, cache, device, &s));
+  ATTENTION_RETURN_IF_ERROR(check_paged_options(q, cache, out, options, device, s));
+  if (run != detail::Run::CPU) {
+    ATTENTION_RETURN_IF_ERROR(detail::check_gpu_strides(tensors));
+    if (device == Device::CUDA && s.width == 0 && out.numel() > 0) {
+      return Status::error(StatusCode::Unsupported,
+                           "cache.block_table: max_blocks_per_seq = 0 is not supported for "
+                           "Device::CUDA tensors yet");
+    }
+#if ATTENTION_GPU
+    std::vector<PagedChunk> chunks;  // the workspace limit checked before anything runs
+    ATTENTION_RETURN_IF_ERROR(plan_paged_chunks(
+        detail::kernel_gpu_tiling(detail::paged_decode_kernel(run, cache.k.dtype).name), s,
+        options.gpu, &chunks));
+#endif
   }
-  // The masked kernels' arguments, with seq_lens as the key lengths over the table's capacity;
-  // the kernel adds each sequence's own seq_lens[b] - query_lengths[b] to the diagonal.
-  MaskOptions m = options.mask;
-  m.key_lengths = cache.seq_lens;
-  detail::MaskArgs mask(m, s.B, s.H, s.Sq, s.width * s.block_size);
-  mask.diag_offset = 0;
-  const auto& kernel = detail::paged_decode_kernel(cache.k.dtype);
-  // The kernel's work items are (key split, batch), every head inside (paged_sdpa).
-  const int32_t key_split = attention_contract::decode_key_split(
-      s.B, /*Hkv=*/1, s.longest, detail::kernel_cpu_tiling(kernel.name));
+  if (out.numel() == 0) return Status::ok_status();  // B, H or Sq is 0
   const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(s.D)));
-  std::vector<float> lse_scratch;
-  const TensorView lse = detail::stats_or_scratch(options.logsumexp, {s.B, s.H, s.Sq}, lse_scratch);
-  detail::HalideView hq(wq.view()), hk(blocks_slots_heads(cache.k, cache.layout)),
-      hv(blocks_slots_heads(cache.v, cache.layout)), htable(cache.block_table),
-      hout(result.view()), hlse(lse);
-  ATTENTION_RETURN_IF_ERROR(detail::run_kernel_parts(
-      kernel.name, kernel.fn, std::tuple(hq.get(), hk.get(), hv.get(), scale),
-      mask.arguments(/*values_finite=*/false),
-      std::tuple(htable.get(), s.block_shift, key_split, hout.get(), hlse.get())));
-  return result.finish();
+  // Half q and out (a few rows) go through the conversion kernels (on the device for
+  // Device::CUDA tensors); the cache is read as stored.
+  return detail::with_fp32_scratch(device, options.gpu.cuda_stream, [&](auto& scratch) -> Status {
+    TensorView q32, out32;
+    ATTENTION_RETURN_IF_ERROR(scratch.widen(q, &q32));
+    ATTENTION_RETURN_IF_ERROR(scratch.stage(out, &out32));
+    if (s.longest == 0 && device != Device::CUDA) {  // no keys: every row is fully masked
+      detail::write_rows_without_keys(out32, options.logsumexp);
+    } else if (run == detail::Run::CPU) {
+      ATTENTION_RETURN_IF_ERROR(run_paged_cpu(q32, cache, out32, options, scale, s));
+    } else {
+      ATTENTION_RETURN_IF_ERROR(run_paged_gpu(run, q32, cache, out32, options, scale, s));
+    }
+    return scratch.finish(out32, out);
+  });
 }
 
 }  // namespace attention

@@ -318,9 +318,15 @@ struct PagedKvCache {
 // whose sequences have different cache lengths. Causal::None lets every row see all of its
 // sequence's keys. Options: scale, logsumexp ([B, H, Sq]), mask.causal (None or BottomRight),
 // window, window_forward, query_lengths, alibi, softcap; key_lengths is refused (seq_lens is
-// that), mask tensors and TopLeft too. CPU tensors. The cache is Float32, Float16 or BFloat16
-// (read as stored, widened in registers); q and out any of the three. Every table entry read and
-// every length is checked before the kernel runs; on error nothing is written.
+// that), mask tensors and TopLeft too. The cache is Float32, Float16 or BFloat16 (read as stored,
+// widened in registers); q and out any of the three. Every table entry read and every length is
+// checked before the kernel runs; on error nothing is written.
+// Backends: the CPU, and CUDA / OpenCL (options.backend; Auto picks CUDA for Device::CUDA q, cache
+// pools and outputs). block_table and seq_lens are host tensors in every call (the checks read
+// them); a GPU call copies them to the device. On a GPU, chunks of the call (gpu.workspace_limit)
+// hold every query row of whole GQA groups, so the least limit is the split results of one kv
+// head's query heads over all Sq rows and the table's max_blocks_per_seq · block_size keys.
+// Device::CUDA calls refuse a table without columns (Unsupported).
 Status paged_attention(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
                        const SdpaOptions& options = {});
 
