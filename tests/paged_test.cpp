@@ -137,6 +137,13 @@ class PagedRun {
   attention::SdpaOptions& options() { return options_; }
   std::vector<int32_t>& table() { return table_; }
   std::vector<int32_t>& seq_lens() { return seq_lens_; }
+  // Every out element 0 and every logsumexp -inf (rows that see no key), nothing past the ends.
+  bool all_rows_without_keys() const {
+    const auto zero = [](float x) { return x == 0.0f; };
+    const auto minus_inf = [](float x) { return x == -INFINITY; };
+    return std::all_of(out_.begin(), out_.end() - 1, zero) && std::isnan(out_.back()) &&
+           std::all_of(lse_.begin(), lse_.end() - 1, minus_inf) && std::isnan(lse_.back());
+  }
   bool untouched() const {
     return std::all_of(out_.begin(), out_.end(), [](float x) { return std::isnan(x); }) &&
            std::all_of(lse_.begin(), lse_.end(), [](float x) { return std::isnan(x); });
@@ -420,6 +427,33 @@ TEST_F(PagedValidation, GpuWorkspaceAndStream) {
   int stream = 0;
   run_.options().gpu.cuda_stream = &stream;
   expect_error(run_.cache(), "gpu.cuda_stream: set, but the call runs on the OpenCL backend");
+}
+
+// Empty GPU calls need no workspace: no query rows (nothing to write), and a table without columns
+// (every sequence empty: zero rows and logsumexp -inf, written on the host).
+TEST(PagedGpu, EmptyCalls) {
+  const attention::Status available = attention::backend_available(attention::Backend::OpenCL);
+  if (!available.ok()) GTEST_SKIP() << available.message();
+  PagedCase c;
+  c.H = 2;
+  c.seq_lens = {5, 0};
+  PagedRun run(c, attention_test::seed_for_current_test());
+  run.options().backend = attention::Backend::OpenCL;
+  attention::TensorView q = run.q(), out = run.out();
+  q.shape[2] = out.shape[2] = 0;
+  attention::SdpaOptions options = run.options();
+  options.logsumexp = {};
+  const attention::Status no_rows = attention::paged_attention(q, run.cache(), out, options);
+  EXPECT_TRUE(no_rows.ok()) << no_rows.message();
+  EXPECT_TRUE(run.untouched()) << "an output was written";
+  c.seq_lens = {0, 0};
+  c.extra_columns = 0;
+  PagedRun empty(c, attention_test::seed_for_current_test());
+  empty.options().backend = attention::Backend::OpenCL;
+  const attention::Status no_keys =
+      attention::paged_attention(empty.q(), empty.cache(), empty.out(), empty.options());
+  ASSERT_TRUE(no_keys.ok()) << no_keys.message();
+  EXPECT_TRUE(empty.all_rows_without_keys());
 }
 
 }  // namespace

@@ -191,7 +191,6 @@ Status run_paged_cpu(const TensorView& q, const PagedKvCache& cache, const Tenso
       std::tuple(htable.get(), s.block_shift, key_split, hout.get(), hlse.get()));
 }
 
-#if ATTENTION_GPU
 // A GPU call's chunks: batches [batch, batch + batches) and heads [head, head + heads), every query
 // row (the kernel aligns each sequence's diagonal from its query and cache lengths, which a chunk
 // of rows would shift). Each holds whole GQA groups, within gpu.workspace_limit.
@@ -199,6 +198,7 @@ struct PagedChunk {
   int64_t batch, batches, head, heads;
 };
 
+// For a call with query rows (B, H, Sq > 0) and keys in the table (max_blocks_per_seq > 0).
 Status plan_paged_chunks(const attention_contract::GpuTiling& t, const PagedShape& s,
                          const GpuOptions& gpu, std::vector<PagedChunk>* chunks) {
   const int64_t limit = gpu.workspace_limit > 0 ? gpu.workspace_limit : kDefaultGpuWorkspaceLimit;
@@ -227,17 +227,17 @@ Status plan_paged_chunks(const attention_contract::GpuTiling& t, const PagedShap
   return Status::ok_status();
 }
 
+#if ATTENTION_GPU
 // Each chunk's q, out, logsumexp, block-table rows and the pools' kv heads are windows that keep
 // their batch and head indices (the kernel takes the GQA group from q's heads over the pools').
 // The pools are copied to the device (host tensors) or wrapped (Device::CUDA) once per window of
 // kv heads, shared by consecutive chunks.
+// `chunks`: plan_paged_chunks's.
 Status run_paged_gpu(detail::Run run, const TensorView& q, const PagedKvCache& cache,
                      const TensorView& out, const SdpaOptions& options, float scale,
-                     const PagedShape& s) {
+                     const PagedShape& s, const std::vector<PagedChunk>& chunks) {
   const auto& kernel = detail::paged_decode_kernel(run, cache.k.dtype);
-  const attention_contract::GpuTiling& t = detail::kernel_gpu_tiling(kernel.name);
-  std::vector<PagedChunk> chunks;
-  ATTENTION_RETURN_IF_ERROR(plan_paged_chunks(t, s, options.gpu, &chunks));
+  const int32_t key_split = detail::kernel_gpu_tiling(kernel.name).split_keys;
   const MaskOptions m = paged_mask(options, cache);
   const bool lse_given = detail::given(options.logsumexp);
   // The buffers outlive `call`, whose destructor releases their device memory.
@@ -293,13 +293,13 @@ Status run_paged_gpu(detail::Run run, const TensorView& q, const PagedKvCache& c
     ATTENTION_RETURN_IF_ERROR(call.run_parts(
         kernel.name, kernel.fn, std::tuple(hq.get(), hk->get(), hv->get(), scale),
         mask.arguments(/*values_finite=*/false),
-        std::tuple(htable.get(), s.block_shift, t.split_keys, hout.get(), hlse.get())));
+        std::tuple(htable.get(), s.block_shift, key_split, hout.get(), hlse.get())));
   }
   return Status::ok_status();
 }
 #else
 Status run_paged_gpu(detail::Run, const TensorView&, const PagedKvCache&, const TensorView&,
-                     const SdpaOptions&, float, const PagedShape&) {
+                     const SdpaOptions&, float, const PagedShape&, const std::vector<PagedChunk>&) {
   // resolve_backend refuses GPU backends first; this is its guard.
   return Status::error(StatusCode::BackendUnavailable, "internal: no GPU kernels in this build");
 }
@@ -322,21 +322,22 @@ Status paged_attention(const TensorView& q, const PagedKvCache& cache, const Ten
   PagedShape s{};
   ATTENTION_RETURN_IF_ERROR(check_cache(q, cache, device, &s));
   ATTENTION_RETURN_IF_ERROR(check_paged_options(q, cache, out, options, device, s));
+  if (run != detail::Run::CPU) ATTENTION_RETURN_IF_ERROR(detail::check_gpu_strides(tensors));
+  if (out.numel() == 0) return Status::ok_status();  // B, H or Sq is 0
+  // A GPU call with keys in its table runs the kernel in chunks, planned (the workspace limit
+  // checked) before anything is written. Without keys host tensors get their rows written below.
+  std::vector<PagedChunk> chunks;
   if (run != detail::Run::CPU) {
-    ATTENTION_RETURN_IF_ERROR(detail::check_gpu_strides(tensors));
-    if (device == Device::CUDA && s.width == 0 && out.numel() > 0) {
+    if (s.width > 0) {
+      ATTENTION_RETURN_IF_ERROR(plan_paged_chunks(
+          detail::kernel_gpu_tiling(detail::paged_decode_kernel(run, cache.k.dtype).name), s,
+          options.gpu, &chunks));
+    } else if (device == Device::CUDA) {
       return Status::error(StatusCode::Unsupported,
                            "cache.block_table: max_blocks_per_seq = 0 is not supported for "
                            "Device::CUDA tensors yet");
     }
-#if ATTENTION_GPU
-    std::vector<PagedChunk> chunks;  // the workspace limit checked before anything runs
-    ATTENTION_RETURN_IF_ERROR(plan_paged_chunks(
-        detail::kernel_gpu_tiling(detail::paged_decode_kernel(run, cache.k.dtype).name), s,
-        options.gpu, &chunks));
-#endif
   }
-  if (out.numel() == 0) return Status::ok_status();  // B, H or Sq is 0
   const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(s.D)));
   // Half q and out (a few rows) go through the conversion kernels (on the device for
   // Device::CUDA tensors); the cache is read as stored.
@@ -349,7 +350,7 @@ Status paged_attention(const TensorView& q, const PagedKvCache& cache, const Ten
     } else if (run == detail::Run::CPU) {
       ATTENTION_RETURN_IF_ERROR(run_paged_cpu(q32, cache, out32, options, scale, s));
     } else {
-      ATTENTION_RETURN_IF_ERROR(run_paged_gpu(run, q32, cache, out32, options, scale, s));
+      ATTENTION_RETURN_IF_ERROR(run_paged_gpu(run, q32, cache, out32, options, scale, s, chunks));
     }
     return scratch.finish(out32, out);
   });
