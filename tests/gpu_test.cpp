@@ -214,13 +214,20 @@ class CudaMemory {
   std::vector<void*> streams_;
 };
 
+// Tests on CUDA device memory: skipped without a CUDA device, `memory` set up otherwise.
+class CudaDevicePointers : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const attention::Status available = attention::backend_available(Backend::CUDA);
+    if (!available.ok()) GTEST_SKIP() << available.message();
+    ASSERT_TRUE(memory.ready()) << "CUDA is available but device memory could not be set up";
+  }
+  CudaMemory memory;
+};
+
 // SDPA on device pointers (no copies by the library): prefill and decode, plain and causal, with
 // padded layouts and logsumexp, against the double reference.
-TEST(CudaDevicePointers, SdpaMatchesReference) {
-  const attention::Status available = attention::backend_available(Backend::CUDA);
-  if (!available.ok()) GTEST_SKIP() << available.message();
-  CudaMemory memory;
-  ASSERT_TRUE(memory.ready()) << "CUDA is available but device memory could not be set up";
+TEST_F(CudaDevicePointers, SdpaMatchesReference) {
   for (const SdpaCase& base :
        {sdpa_case(2, 4, 2, 77, 130, 64, 64), sdpa_case(1, 8, 8, 1, 999, 128, 128)}) {
     for (bool causal : {false, true}) {
@@ -258,11 +265,7 @@ TEST(CudaDevicePointers, SdpaMatchesReference) {
 // Half-precision device tensors: all one half type, and fp32 q and out over a half KV cache, for
 // decode (the kernels that read the cache as stored) and prefill (operands widened into device
 // scratch), plain and causal, on a stream; and convert_dtype on device tensors.
-TEST(CudaDevicePointers, HalfTensorsMatchReference) {
-  const attention::Status available = attention::backend_available(Backend::CUDA);
-  if (!available.ok()) GTEST_SKIP() << available.message();
-  CudaMemory memory;
-  ASSERT_TRUE(memory.ready()) << "CUDA is available but device memory could not be set up";
+TEST_F(CudaDevicePointers, HalfTensorsMatchReference) {
   void* stream = memory.new_stream();
   for (attention::DType dtype : {attention::DType::Float16, attention::DType::BFloat16}) {
     for (const SdpaCase& base :
@@ -337,11 +340,7 @@ TEST(CudaDevicePointers, HalfTensorsMatchReference) {
 // device scratch, out rounded on the device) against the same call on host tensors, whose half
 // path the MHA suites check against the double reference: within two bfloat16 ulps (the two
 // fp32 computations may round out differently).
-TEST(CudaDevicePointers, HalfMhaMatchesHostCall) {
-  const attention::Status available = attention::backend_available(Backend::CUDA);
-  if (!available.ok()) GTEST_SKIP() << available.message();
-  CudaMemory memory;
-  ASSERT_TRUE(memory.ready()) << "CUDA is available but device memory could not be set up";
+TEST_F(CudaDevicePointers, HalfMhaMatchesHostCall) {
   const int64_t B = 2, S = 20, E = 64, H = 4;
   const uint64_t seed = seed_for_current_test();
   SCOPED_TRACE(seed_note(seed));
@@ -400,11 +399,7 @@ TEST(CudaDevicePointers, HalfMhaMatchesHostCall) {
 
 // Rotary embeddings on device tensors: apply_rotary_embedding (rope_f32_cuda) and SDPA with
 // SdpaOptions::rope (q and k rotated into device scratch), against the same calls on the CPU.
-TEST(CudaDevicePointers, RopeMatchesCpu) {
-  const attention::Status available = attention::backend_available(Backend::CUDA);
-  if (!available.ok()) GTEST_SKIP() << available.message();
-  CudaMemory memory;
-  ASSERT_TRUE(memory.ready()) << "CUDA is available but device memory could not be set up";
+TEST_F(CudaDevicePointers, RopeMatchesCpu) {
   const SdpaCase c = sdpa_case(2, 8, 2, 5, 300, 64, 64);
   const uint64_t seed = seed_for_current_test();
   SCOPED_TRACE(describe(c) + ", " + seed_note(seed));
@@ -444,11 +439,7 @@ TEST(CudaDevicePointers, RopeMatchesCpu) {
 // paged_attention on device pools, q, out and logsumexp (the block table and lengths stay on the
 // host), Float32 and BFloat16 pools, against the same call on the CPU, in whole and in the
 // smallest chunks, on a stream.
-TEST(CudaDevicePointers, PagedMatchesCpu) {
-  const attention::Status available = attention::backend_available(Backend::CUDA);
-  if (!available.ok()) GTEST_SKIP() << available.message();
-  CudaMemory memory;
-  ASSERT_TRUE(memory.ready()) << "CUDA is available but device memory could not be set up";
+TEST_F(CudaDevicePointers, PagedMatchesCpu) {
   const int64_t B = 3, H = 8, Hkv = 2, Sq = 2, D = 64, block = 16, width = 12, blocks = 40;
   const uint64_t seed = seed_for_current_test();
   SCOPED_TRACE(seed_note(seed));
