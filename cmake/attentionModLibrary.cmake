@@ -6,9 +6,13 @@
 #     MODS <mod>...             mods with a score_mod only: a prefill kernel each
 #     MASK_MODS <mod>...        mods with a mask_mod: a prefill kernel and the key-range scan that
 #                               lets it skip key splits the mask hides
-#     [DECODE <mod>...]         mods (of MODS or MASK_MODS) that also get a decode kernel (Sq <= 2)
+#     [DECODE <mod>...]         mods (of MODS or MASK_MODS) that also get a decode kernel (Sq <= 2;
+#                               CPU targets: on a GPU the prefill kernel serves decode calls)
 #     [TARGETS <target>...])    Halide targets, default: the CPU of this build machine ("host");
-#                               required when cross-compiling (e.g. arm-64-linux)
+#                               required when cross-compiling (e.g. arm-64-linux). Or one GPU
+#                               target (e.g. host-cuda-cuda_capability_80, host-opencl): the
+#                               kernels then run on that backend, with the package's GPU runtime
+#                               (an attention package built with ATTENTION_GPU)
 #
 # builds a generator from the package's generator sources (share/attention/generators) and SOURCES
 # with Halide's CMake package (find_package(Halide), the version the package was built with), runs
@@ -61,6 +65,19 @@ function(attention_add_mod_library NAME)
   endif ()
   if (NOT ARG_TARGETS)
     set(ARG_TARGETS host)
+  endif ()
+  # A library's kernels are for one backend: mod_attention runs them there.
+  set(gpu_targets ${ARG_TARGETS})
+  list(FILTER gpu_targets INCLUDE REGEX "(^|-)(cuda|opencl)(-|$)")
+  list(LENGTH gpu_targets gpu_count)
+  list(LENGTH ARG_TARGETS target_count)
+  if (gpu_count GREATER 0 AND NOT target_count EQUAL 1)
+    message(FATAL_ERROR "${where}: TARGETS '${ARG_TARGETS}': CPU targets, or one CUDA or OpenCL "
+                        "target (a library's kernels run on one backend; make one library each)")
+  endif ()
+  if (gpu_count GREATER 0 AND ARG_DECODE)
+    message(FATAL_ERROR "${where}: DECODE with the GPU target ${ARG_TARGETS}: a GPU library's "
+                        "prefill kernel serves decode calls too")
   endif ()
   _attention_check_target_processor("${where}" ${ARG_TARGETS})
   if (NOT COMMAND add_halide_library OR (NOT CMAKE_CROSSCOMPILING AND NOT TARGET Halide::Generator))

@@ -366,8 +366,9 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
 
 // SDPA with a user mod (attention/generator/mod.h) linked into this generator executable, named by
 // GeneratorParam mod: score_mod and mask_mod spliced into the masked algorithm, whose masks are
-// otherwise neutral (a mod says everything it masks). CPU targets. Inputs: q, k, v, scale, the
-// mod's tensors (declaration order), its scalars, [key_ranges,] values_finite, key_split.
+// otherwise neutral (a mod says everything it masks). CPU targets, and GPU targets for prefill and
+// key_ranges (schedule/cuda.h). Inputs: q, k, v, scale, the mod's tensors (declaration order), its
+// scalars, [key_ranges,] values_finite, key_split.
 //
 // Block skipping (a mod with a mask_mod): output=key_ranges makes the kernel that scans mask_mod
 // over every (query, key) pair once per call, writing key_ranges (e, g, h, b): the first (e = 0)
@@ -433,6 +434,7 @@ class ModSdpaGenerator : public SdpaGeneratorBase<ModSdpaGenerator> {
     // Decode's rows (Sq <= 2) are one query group: mask_mod's range is then one value per head
     // and batch (MaskInputs::single_group).
     mask_.single_group = !prefill();
+    mask_.gather_mod_splits = !gpu();
     // Decode's P·V already runs at memory speed: always take the NaN-safe form there.
     build(*out_, *logsumexp_, &mask_, prefill() ? Expr(*values_finite_) : Expr(false));
     if (!prefill()) {
@@ -443,6 +445,7 @@ class ModSdpaGenerator : public SdpaGeneratorBase<ModSdpaGenerator> {
 
   void schedule() {
     if (key_ranges_out_ == nullptr) return schedule_attention();
+    if (gpu()) return schedule_mod_key_scan_gpu(funcs_, *key_ranges_out_);
     const AttentionVars& x = funcs_.vars;
     key_ranges_out_->compute_root().parallel(x.b);
     schedule_mod_key_scan(funcs_, plan_.cpu);
@@ -480,7 +483,9 @@ class ModSdpaGenerator : public SdpaGeneratorBase<ModSdpaGenerator> {
     _halide_user_assert(mod_ != nullptr)
         << "mod=" << (name.empty() ? "(empty)" : name) << ": no such mod in this generator ("
         << (known.empty() ? "none" : known) << ")\n";
-    _halide_user_assert(!gpu()) << "mod=" << name << ": CPU targets only\n";
+    _halide_user_assert(!gpu() || prefill())
+        << "mod=" << name << ": a GPU target builds query_tiling=prefill kernels only (their "
+        << "prefill kernel serves decode calls too)\n";
     for (const attention::mod::TensorSpec& t : mod_->tensors) {
       mod_tensors_.push_back(add_input<Buffer<>>(t.name, t.type, static_cast<int>(t.dims.size())));
     }

@@ -8,6 +8,7 @@
 #      attention_add_kernel_library() generates for KERNEL_TARGETS, and consumer_mods_check with
 #      the consumer's own mods that attention_add_mod_library() compiles; all run;
 #   2. attention-gen, run by hand with the same arguments, writes byte-identical kernels;
+#      (and with GPU_MOD_TARGET, the same mods as GPU kernels, run on that backend);
 #   3. bad calls of the function and of the tool stop with a message naming the bad value;
 #   4. make + pkg-config against the prebuilt library.
 # Cross (TOOLCHAIN, HOST_BUILD_DIR, EMULATOR): the package of the cross build BUILD_DIR and the tools
@@ -18,7 +19,7 @@
 # generates the mod kernels for KERNEL_TARGETS and the mods' check runs under EMULATOR.
 #
 # cmake -DBUILD_DIR=... -DSOURCE_DIR=... -DWORK_DIR=... -DLIBDIR=lib -DKERNEL_TARGETS=...
-#       -DHALIDE_DIR=... [-DTOOLCHAIN=... -DHOST_BUILD_DIR=... -DEMULATOR=...] -P consumer_test.cmake
+#       -DHALIDE_DIR=... [-DGPU_MOD_TARGET=...] [-DTOOLCHAIN=... -DHOST_BUILD_DIR=... -DEMULATOR=...] -P consumer_test.cmake
 function(run)
   execute_process(COMMAND ${ARGN} RESULT_VARIABLE result OUTPUT_VARIABLE output ERROR_VARIABLE output)
   message("${output}")
@@ -100,6 +101,18 @@ run("${CMAKE_COMMAND}" --build "${WORK_DIR}/cmake-build")
 run("${WORK_DIR}/cmake-build/consumer")
 run("${WORK_DIR}/cmake-build/consumer_generated")
 run("${WORK_DIR}/cmake-build/consumer_mods_check")
+# The same mods for a GPU target (GPU_MOD_TARGET, a package built with GPU kernels): the same
+# checks, the kernels run on that backend (OpenCL on PoCL here), the prefill kernel serving decode.
+if (GPU_MOD_TARGET)
+  run(${configure} -B "${WORK_DIR}/gpu-mods" "-DCMAKE_PREFIX_PATH=${prefix}"
+      "-DHalide_DIR=${HALIDE_DIR}" -DCONSUMER_MODS=ON "-DCONSUMER_MOD_TARGETS=${GPU_MOD_TARGET}"
+      "-DCONSUMER_MOD_DECODE=")
+  run("${CMAKE_COMMAND}" --build "${WORK_DIR}/gpu-mods" --target consumer_mods_check)
+  run("${WORK_DIR}/gpu-mods/consumer_mods_check")
+  expect_failure("a GPU library's prefill kernel serves decode calls too" ${configure}
+                 -B "${WORK_DIR}/bad-gpu-mods" "-DCMAKE_PREFIX_PATH=${prefix}" -DCONSUMER_MODS=ON
+                 "-DHalide_DIR=${HALIDE_DIR}" "-DCONSUMER_MOD_TARGETS=${GPU_MOD_TARGET}")
+endif ()
 
 # 2. The tool by hand, with the function's inputs: the same bytes.
 set(gen "${prefix}/bin/attention-gen")

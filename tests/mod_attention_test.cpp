@@ -31,6 +31,33 @@
 #include "mod_t5_bias_prefill.h"
 #include "mod_tree_mask_prefill.h"
 #include "mod_tree_mask_ranges.h"
+#if ATTENTION_TEST_GPU_MODS
+#include "mod_alibi_softcap_prefill_cuda.h"
+#include "mod_alibi_softcap_prefill_opencl.h"
+#include "mod_causal_prefill_cuda.h"
+#include "mod_causal_prefill_opencl.h"
+#include "mod_causal_ranges_cuda.h"
+#include "mod_causal_ranges_opencl.h"
+#include "mod_document_mask_prefill_cuda.h"
+#include "mod_document_mask_prefill_opencl.h"
+#include "mod_document_mask_ranges_cuda.h"
+#include "mod_document_mask_ranges_opencl.h"
+#include "mod_prefix_lm_prefill_cuda.h"
+#include "mod_prefix_lm_prefill_opencl.h"
+#include "mod_prefix_lm_ranges_cuda.h"
+#include "mod_prefix_lm_ranges_opencl.h"
+#include "mod_sliding_window_prefill_cuda.h"
+#include "mod_sliding_window_prefill_opencl.h"
+#include "mod_sliding_window_ranges_cuda.h"
+#include "mod_sliding_window_ranges_opencl.h"
+#include "mod_t5_bias_prefill_cuda.h"
+#include "mod_t5_bias_prefill_opencl.h"
+#include "mod_tree_mask_prefill_cuda.h"
+#include "mod_tree_mask_prefill_opencl.h"
+#include "mod_tree_mask_ranges_cuda.h"
+#include "mod_tree_mask_ranges_opencl.h"
+#endif
+#include "kernel_contract.h"
 #include "reference/half_reference.h"
 #include "reference/sdpa_reference.h"
 #include "test_util.h"
@@ -52,22 +79,58 @@ ModKernels prefill_only(const char* mod, attention::ModKernel prefill,
   return k;
 }
 
-const ModKernels kCausal{"causal", ATTENTION_MOD_KERNEL(mod_causal_prefill),
-                         ATTENTION_MOD_KERNEL(mod_causal_decode),
-                         ATTENTION_MOD_KERNEL(mod_causal_ranges)};
-const ModKernels kWindow =
-    prefill_only("sliding_window", ATTENTION_MOD_KERNEL(mod_sliding_window_prefill),
-                 ATTENTION_MOD_KERNEL(mod_sliding_window_ranges));
-const ModKernels kAlibiSoftcap =
-    prefill_only("alibi_softcap", ATTENTION_MOD_KERNEL(mod_alibi_softcap_prefill));
-const ModKernels kDocuments =
-    prefill_only("document_mask", ATTENTION_MOD_KERNEL(mod_document_mask_prefill),
-                 ATTENTION_MOD_KERNEL(mod_document_mask_ranges));
-const ModKernels kT5 = prefill_only("t5_bias", ATTENTION_MOD_KERNEL(mod_t5_bias_prefill));
-const ModKernels kPrefixLm = prefill_only("prefix_lm", ATTENTION_MOD_KERNEL(mod_prefix_lm_prefill),
-                                          ATTENTION_MOD_KERNEL(mod_prefix_lm_ranges));
-const ModKernels kTree = prefill_only("tree_mask", ATTENTION_MOD_KERNEL(mod_tree_mask_prefill),
-                                      ATTENTION_MOD_KERNEL(mod_tree_mask_ranges));
+// A mod's kernels for each backend; () picks the suite's (ATTENTION_TEST_BACKEND). The CPU's
+// are AVX2 test variants; a GPU target builds prefill and key ranges, its prefill kernel serving
+// decode calls too.
+struct ModSet {
+  ModKernels cpu, opencl, cuda;
+  const ModKernels& operator()() const {
+    switch (test_backend()) {
+      case attention::Backend::OpenCL:
+        return opencl;
+      case attention::Backend::CUDA:
+        return cuda;
+      default:
+        return cpu;
+    }
+  }
+};
+
+#if ATTENTION_TEST_GPU_MODS
+#define GPU_MOD_KERNELS(mod)                                              \
+  , prefill_only(#mod, ATTENTION_MOD_KERNEL(mod_##mod##_prefill_opencl)), \
+      prefill_only(#mod, ATTENTION_MOD_KERNEL(mod_##mod##_prefill_cuda))
+#define GPU_MOD_KERNELS_WITH_RANGES(mod)                                   \
+  ,                                                                        \
+      prefill_only(#mod, ATTENTION_MOD_KERNEL(mod_##mod##_prefill_opencl), \
+                   ATTENTION_MOD_KERNEL(mod_##mod##_ranges_opencl)),       \
+      prefill_only(#mod, ATTENTION_MOD_KERNEL(mod_##mod##_prefill_cuda),   \
+                   ATTENTION_MOD_KERNEL(mod_##mod##_ranges_cuda))
+#else
+#define GPU_MOD_KERNELS(mod)
+#define GPU_MOD_KERNELS_WITH_RANGES(mod)
+#endif
+
+const ModSet kCausal{{"causal", ATTENTION_MOD_KERNEL(mod_causal_prefill),
+                      ATTENTION_MOD_KERNEL(mod_causal_decode),
+                      ATTENTION_MOD_KERNEL(mod_causal_ranges)} GPU_MOD_KERNELS_WITH_RANGES(causal)};
+const ModSet kWindow{prefill_only(
+    "sliding_window", ATTENTION_MOD_KERNEL(mod_sliding_window_prefill),
+    ATTENTION_MOD_KERNEL(mod_sliding_window_ranges)) GPU_MOD_KERNELS_WITH_RANGES(sliding_window)};
+const ModSet kAlibiSoftcap{
+    prefill_only("alibi_softcap", ATTENTION_MOD_KERNEL(mod_alibi_softcap_prefill))
+        GPU_MOD_KERNELS(alibi_softcap)};
+const ModSet kDocuments{prefill_only(
+    "document_mask", ATTENTION_MOD_KERNEL(mod_document_mask_prefill),
+    ATTENTION_MOD_KERNEL(mod_document_mask_ranges)) GPU_MOD_KERNELS_WITH_RANGES(document_mask)};
+const ModSet kT5{prefill_only("t5_bias", ATTENTION_MOD_KERNEL(mod_t5_bias_prefill))
+                     GPU_MOD_KERNELS(t5_bias)};
+const ModSet kPrefixLm{prefill_only("prefix_lm", ATTENTION_MOD_KERNEL(mod_prefix_lm_prefill),
+                                    ATTENTION_MOD_KERNEL(mod_prefix_lm_ranges))
+                           GPU_MOD_KERNELS_WITH_RANGES(prefix_lm)};
+const ModSet kTree{prefill_only("tree_mask", ATTENTION_MOD_KERNEL(mod_tree_mask_prefill),
+                                ATTENTION_MOD_KERNEL(mod_tree_mask_ranges))
+                       GPU_MOD_KERNELS_WITH_RANGES(tree_mask)};
 
 struct Shape {
   int64_t B, H, Hkv, Sq, Sk, D, Dv;
@@ -98,6 +161,7 @@ struct Call {
     attention::SdpaOptions options;
     options.scale = scale;
     options.logsumexp = lse.view();
+    options.backend = test_backend();
     return attention::mod_attention(kernels, q.view(), k.view(), v.view(), out.view(), arguments,
                                     options);
   }
@@ -156,6 +220,7 @@ bool untouched(const Tensor& t) {
 class ModAttention : public ::testing::Test {
  protected:
   void SetUp() override {
+    if (skip_unless_backend_available()) return;
     seed_ = seed_for_current_test();
     rng_.seed(seed_);
   }
@@ -171,7 +236,7 @@ TEST_F(ModAttention, CausalPrefillAndDecodeMatchReference) {
                          Shape{2, 8, 2, 1, 300, 64, 64}, Shape{1, 2, 2, 2, 77, 16, 16}}) {
     SCOPED_TRACE("Sq " + std::to_string(s.Sq) + " Sk " + std::to_string(s.Sk));
     Call call(s, rng_);
-    ASSERT_TRUE(call.run(kCausal, {}).ok());
+    ASSERT_TRUE(call.run(kCausal(), {}).ok());
     call.expect_matches(
         {{}, [&](int64_t, int64_t, int64_t i, int64_t j) { return j <= diagonal(i, s); }});
   }
@@ -182,7 +247,7 @@ TEST_F(ModAttention, SlidingWindowMatchesReference) {
   const Shape s{2, 2, 2, 90, 100, 32, 32};
   for (int window : {0, 17, 200}) {
     Call call(s, rng_);
-    ASSERT_TRUE(call.run(kWindow, {ModArgument::of_scalar("window", window)}).ok());
+    ASSERT_TRUE(call.run(kWindow(), {ModArgument::of_scalar("window", window)}).ok());
     call.expect_matches({{}, [&](int64_t, int64_t, int64_t i, int64_t j) {
                            return j <= diagonal(i, s) && j >= diagonal(i, s) - window;
                          }});
@@ -198,10 +263,11 @@ TEST_F(ModAttention, AlibiSoftcapMatchesReference) {
   std::uniform_real_distribution<float> slope(0.0f, 0.5f);
   for (float& x : slopes) x = slope(rng_);
   const float cap = 5.0f;
-  ASSERT_TRUE(call.run(kAlibiSoftcap, {ModArgument::of_tensor(
-                                           "slopes", TensorView::contiguous(slopes.data(), {s.H})),
-                                       ModArgument::of_scalar("softcap", cap)})
-                  .ok());
+  ASSERT_TRUE(
+      call.run(kAlibiSoftcap(),
+               {ModArgument::of_tensor("slopes", TensorView::contiguous(slopes.data(), {s.H})),
+                ModArgument::of_scalar("softcap", cap)})
+          .ok());
   call.expect_matches({[&](double score, int64_t, int64_t h, int64_t i, int64_t j) {
                          return cap * std::tanh(score / cap) -
                                 slopes[h] * std::abs(static_cast<double>(j - diagonal(i, s)));
@@ -225,7 +291,7 @@ TEST_F(ModAttention, DocumentMaskMatchesReference) {
   }
   const TensorView ids_view =
       TensorView::contiguous(ids.data(), attention::DType::Int32, {s.B, s.Sk});
-  ASSERT_TRUE(call.run(kDocuments, {ModArgument::of_tensor("document_ids", ids_view)}).ok());
+  ASSERT_TRUE(call.run(kDocuments(), {ModArgument::of_tensor("document_ids", ids_view)}).ok());
   call.expect_matches({{}, [&](int64_t b, int64_t, int64_t i, int64_t j) {
                          return ids[b * s.Sk + i] == ids[b * s.Sk + j];
                        }});
@@ -248,8 +314,8 @@ TEST_F(ModAttention, T5BiasMatchesReference) {
   std::vector<float> bias(s.H * 32);
   std::uniform_real_distribution<float> value(-2.0f, 2.0f);
   for (float& x : bias) x = value(rng_);
-  ASSERT_TRUE(call.run(kT5, {ModArgument::of_tensor(
-                                "bias", TensorView::contiguous(bias.data(), {s.H, 32}))})
+  ASSERT_TRUE(call.run(kT5(), {ModArgument::of_tensor(
+                                  "bias", TensorView::contiguous(bias.data(), {s.H, 32}))})
                   .ok());
   call.expect_matches({[&](double score, int64_t, int64_t h, int64_t i, int64_t j) {
                          return score + bias[h * 32 + t5_bucket(j - i)];
@@ -262,7 +328,7 @@ TEST_F(ModAttention, PrefixLmMatchesReference) {
   const Shape s{3, 2, 1, 80, 80, 32, 32};
   Call call(s, rng_);
   std::vector<int32_t> prefix = {0, 37, 80};
-  ASSERT_TRUE(call.run(kPrefixLm,
+  ASSERT_TRUE(call.run(kPrefixLm(),
                        {ModArgument::of_tensor(
                            "prefix_lengths",
                            TensorView::contiguous(prefix.data(), attention::DType::Int32, {s.B}))})
@@ -283,10 +349,10 @@ TEST_F(ModAttention, TreeMaskMatchesReference) {
       ancestors[b * s.Sq + t] = (1 << t) | (parent >= 0 ? ancestors[b * s.Sq + parent] : 0);
     }
   }
-  ASSERT_TRUE(call.run(kTree, {ModArgument::of_tensor(
-                                  "tree_ancestors",
-                                  TensorView::contiguous(ancestors.data(), attention::DType::Int32,
-                                                         {s.B, s.Sq}))})
+  ASSERT_TRUE(call.run(kTree(), {ModArgument::of_tensor(
+                                    "tree_ancestors",
+                                    TensorView::contiguous(ancestors.data(),
+                                                           attention::DType::Int32, {s.B, s.Sq}))})
                   .ok());
   const int64_t cached = s.Sk - s.Sq;
   call.expect_matches({{}, [&](int64_t b, int64_t, int64_t i, int64_t j) {
@@ -308,13 +374,13 @@ TEST_F(ModAttention, BuiltinMasksAsModsMatchBuiltinKernels) {
     attention::MaskOptions mask;
   };
   std::vector<Case> cases(3);
-  cases[0] = {"causal", &kCausal, {}, {}};
+  cases[0] = {"causal", &kCausal(), {}, {}};
   cases[0].mask.causal = attention::Causal::BottomRight;
-  cases[1] = {"window", &kWindow, {ModArgument::of_scalar("window", 20)}, {}};
+  cases[1] = {"window", &kWindow(), {ModArgument::of_scalar("window", 20)}, {}};
   cases[1].mask.causal = attention::Causal::BottomRight;
   cases[1].mask.window = 20;
   cases[2] = {"alibi_softcap",
-              &kAlibiSoftcap,
+              &kAlibiSoftcap(),
               {ModArgument::of_tensor("slopes", TensorView::contiguous(slopes.data(), {s.H})),
                ModArgument::of_scalar("softcap", 3.0f)},
               {}};
@@ -330,6 +396,7 @@ TEST_F(ModAttention, BuiltinMasksAsModsMatchBuiltinKernels) {
     attention::SdpaOptions options;
     options.scale = call.scale;
     options.mask = c.mask;
+    options.backend = test_backend();
     ASSERT_TRUE(attention::scaled_dot_product_attention(call.q.view(), call.k.view(), call.v.view(),
                                                         builtin.view(), options)
                     .ok());
@@ -373,7 +440,9 @@ TEST_F(ModAttention, HalfPrecisionTensorsMatchReference) {
       attention::SdpaOptions options;
       options.scale = call.scale;
       options.logsumexp = call.lse.view();
-      const attention::Status status = attention::mod_attention(kCausal, q, k, v, out, {}, options);
+      options.backend = test_backend();
+      const attention::Status status =
+          attention::mod_attention(kCausal(), q, k, v, out, {}, options);
       ASSERT_TRUE(status.ok()) << status.message();
       if (mix.q_out != DType::Float32) copies.back()->write_back();
       call.expect_matches(
@@ -423,18 +492,18 @@ TEST_F(ModAttention, BadArgumentsAreRefusedWithoutWriting) {
   std::mt19937_64 rng(1);
   for (const Case& c : cases) {
     Call call(s, rng);
-    const attention::Status status = call.run(kDocuments, c.arguments);
+    const attention::Status status = call.run(kDocuments(), c.arguments);
     EXPECT_EQ(status.code(), c.code) << status.message();
     EXPECT_NE(status.message().find(c.names), std::string::npos) << status.message();
     EXPECT_TRUE(untouched(call.out));
   }
   // A non-integer Int32 scalar; masks in options; a missing prefill kernel.
   Call call(s, rng);
-  EXPECT_EQ(call.run(kWindow, {ModArgument::of_scalar("window", 2.5)}).code(),
+  EXPECT_EQ(call.run(kWindow(), {ModArgument::of_scalar("window", 2.5)}).code(),
             StatusCode::InvalidArgument);
   attention::SdpaOptions options;
   options.mask.causal = attention::Causal::TopLeft;
-  EXPECT_EQ(attention::mod_attention(kCausal, call.q.view(), call.k.view(), call.v.view(),
+  EXPECT_EQ(attention::mod_attention(kCausal(), call.q.view(), call.k.view(), call.v.view(),
                                      call.out.view(), {}, options)
                 .code(),
             StatusCode::Unsupported);
@@ -450,6 +519,89 @@ TEST_F(ModAttention, BadArgumentsAreRefusedWithoutWriting) {
       StatusCode::InvalidArgument);
   EXPECT_TRUE(untouched(call.out));
 }
+
+// GPU backends: a call runs whole (a mod's tensors may span every batch and head), so its split
+// results must fit gpu.workspace_limit: at the limit it matches the reference, below it the call
+// is refused before anything is written, naming the option.
+TEST_F(ModAttention, GpuWorkspaceLimitHoldsTheWholeCall) {
+  const attention::Backend backend = test_backend();
+  if (backend != attention::Backend::OpenCL && backend != attention::Backend::CUDA) {
+    GTEST_SKIP() << "GPU backends only (the opencl: and cuda: suites)";
+  }
+  SCOPED_TRACE(seed_note(seed_));
+  const Shape s{2, 4, 2, 90, 150, 32, 32};
+  std::vector<int32_t> ids(s.B * s.Sk);
+  std::uniform_int_distribution<int> length(1, 50);
+  for (int64_t b = 0; b < s.B; ++b) {
+    int32_t doc = 0;
+    for (int64_t j = 0; j < s.Sk; ++doc) {
+      for (int n = length(rng_); n > 0 && j < s.Sk; --n, ++j) ids[b * s.Sk + j] = doc;
+    }
+  }
+  const std::vector<ModArgument> arguments = {ModArgument::of_tensor(
+      "document_ids", TensorView::contiguous(ids.data(), attention::DType::Int32, {s.B, s.Sk}))};
+  const attention_contract::GpuTiling tiling = attention_contract::gpu_tiling(
+      backend == attention::Backend::CUDA ? attention_contract::GpuApi::CUDA
+                                          : attention_contract::GpuApi::OpenCL,
+      /*wide_queries=*/true);
+  const int64_t need =
+      attention_contract::gpu_split_workspace_bytes(s.B * s.H, s.Sq, s.Sk, s.Dv, tiling);
+  for (const int64_t limit : {need, need - 1}) {
+    SCOPED_TRACE("workspace_limit " + std::to_string(limit));
+    Call call(s, rng_);
+    attention::SdpaOptions options;
+    options.scale = call.scale;
+    options.logsumexp = call.lse.view();
+    options.backend = backend;
+    options.gpu.workspace_limit = limit;
+    const attention::Status status =
+        attention::mod_attention(kDocuments(), call.q.view(), call.k.view(), call.v.view(),
+                                 call.out.view(), arguments, options);
+    if (limit < need) {
+      EXPECT_EQ(status.code(), StatusCode::InvalidArgument);
+      EXPECT_NE(status.message().find("gpu.workspace_limit"), std::string::npos)
+          << status.message();
+      EXPECT_TRUE(untouched(call.out));
+      continue;
+    }
+    ASSERT_TRUE(status.ok()) << status.message();
+    call.expect_matches({{}, [&](int64_t b, int64_t, int64_t i, int64_t j) {
+                           return ids[b * s.Sk + i] == ids[b * s.Sk + j];
+                         }});
+  }
+}
+
+#if ATTENTION_TEST_GPU_MODS
+// Kernels run on the backend they were generated for: CPU kernels on a GPU backend, GPU kernels
+// on the CPU and a set that mixes backends are refused, out untouched.
+TEST_F(ModAttention, KernelsOfAnotherBackendAreRefused) {
+  if (test_backend() != attention::Backend::Auto) GTEST_SKIP() << "the CPU suite checks this";
+  const Shape s{1, 2, 2, 40, 40, 16, 16};
+  Call call(s, rng_);
+  const auto run = [&](const ModKernels& kernels, attention::Backend backend) {
+    attention::SdpaOptions options;
+    options.backend = backend;
+    return attention::mod_attention(kernels, call.q.view(), call.k.view(), call.v.view(),
+                                    call.out.view(), {}, options);
+  };
+  if (attention::backend_available(attention::Backend::OpenCL).ok()) {
+    const attention::Status cpu_on_gpu = run(kCausal.cpu, attention::Backend::OpenCL);
+    EXPECT_EQ(cpu_on_gpu.code(), StatusCode::Unsupported);
+    EXPECT_NE(cpu_on_gpu.message().find("generated for the CPU"), std::string::npos)
+        << cpu_on_gpu.message();
+  }
+  const attention::Status gpu_on_cpu = run(kCausal.opencl, attention::Backend::CPU);
+  EXPECT_EQ(gpu_on_cpu.code(), StatusCode::Unsupported);
+  EXPECT_NE(gpu_on_cpu.message().find("generated for OpenCL"), std::string::npos)
+      << gpu_on_cpu.message();
+  ModKernels mixed = kCausal.opencl;
+  mixed.key_ranges = kCausal.cpu.key_ranges;
+  const attention::Status mixes = run(mixed, attention::Backend::Auto);
+  EXPECT_EQ(mixes.code(), StatusCode::InvalidArgument);
+  EXPECT_NE(mixes.message().find("mixes backends"), std::string::npos) << mixes.message();
+  EXPECT_TRUE(untouched(call.out));
+}
+#endif
 
 }  // namespace
 }  // namespace attention_test

@@ -48,6 +48,10 @@ struct MaskInputs {
   // Every row is in query group 0 (a kernel that runs for Sq <= query_group only, decode): the
   // group's range is then one value per (head, batch).
   bool single_group = false;
+  // With a range read from an input (prefill): gather each tile's visited splits one at a time
+  // (SdpaFuncs::split_gathered), so a CPU tile computes no other split. The GPU schedule launches
+  // every split as a block and leaves this off: a hidden split's key loops are empty.
+  bool gather_mod_splits = true;
   // Reductions for query i run over the keys visible to any row of its group of query_group
   // consecutive rows, in whole blocks of key_block keys. The extra keys are masked to -inf, so
   // results do not depend on these; schedules set them to their tile sizes, which makes the key

@@ -131,6 +131,7 @@ struct SdpaFuncs {
   // row of query group g sees key j, mod_key_range (g, h, b) the first and last such key.
   Halide::Func mod_key_seen, mod_key_range;
   Halide::RDom r_mod_rows;  // mod_key_seen's rows of the group
+  Halide::RDom r_mod_keys;  // mod_key_range's keys
   // With mask_mod (prefill): split_gathered (c, s, group_row, g, h, b), the split results of
   // query group g, copied in split by split over r_visited (the splits that meet the group's keys)
   // and (0, -inf) elsewhere: a schedule that computes split_result inside r_visited computes no
@@ -278,7 +279,8 @@ inline void mod_key_scan(MaskInputs& m, SdpaFuncs& f, const Halide::Expr& seq_k)
   f.mod_key_seen = Func("mod_key_seen");
   f.mod_key_seen(j, g, h, b) = cast<bool>(false);
   f.mod_key_seen(j, g, h, b) = f.mod_key_seen(j, g, h, b) || sees;
-  RDom r_key(0, seq_k, "mod_key");
+  f.r_mod_keys = RDom(0, seq_k, "mod_key");
+  const RDom& r_key = f.r_mod_keys;
   Expr seen = f.mod_key_seen(r_key, g, h, b);
   f.mod_key_range = Func("mod_key_range");
   f.mod_key_range(g, h, b) = Tuple(seq_k, -1);
@@ -367,7 +369,9 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     const VisitedKeys row_keys = masks_keys(i / group);
     Expr lo = row_keys.first, hi = row_keys.last;
     visited = keys_of_group(mask.single_group ? Expr(0) : i / group);
-    if (mask.mod_keys.defined() && !mask.single_group) group_visited = keys_of_group;
+    if (mask.mod_keys.defined() && !mask.single_group && mask.gather_mod_splits) {
+      group_visited = keys_of_group;
+    }
     lo = max(lo, first_key);
     hi = min(hi, first_key + key_split - 1);
     Expr raw = first_key + f.r_j;

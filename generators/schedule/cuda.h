@@ -177,6 +177,35 @@ inline void schedule_sdpa_gpu(SdpaFuncs& f, const GpuTiling& t) {
   f.out_total.compute_at(f.out, c_in);
 }
 
+// mask_mod's key ranges on the GPU (mod_sdpa output=key_ranges): a block per (query group, head
+// or every head, batch) of mod_key_range, whose threads scan interleaved keys (a key a thread per
+// step, so a warp reads adjacent keys) for their own first and last seen key, which one thread
+// then folds. `ranges`: the kernel's output (e, g, h, b), a thread per (e, g).
+inline void schedule_mod_key_scan_gpu(SdpaFuncs& f, Halide::Func ranges) {
+  using namespace Halide;
+  const AttentionVars& x = f.vars;
+  constexpr int threads = 128, groups_per_block = 64;
+  Var hb("hb"), lane("lane"), g_out("g_out"), g_in("g_in");
+  RVar k_outer("k_outer"), k_lane("k_lane");
+  Stage scan = f.mod_key_range.update();
+  scan.split(f.r_mod_keys.x, k_outer, k_lane, threads, TailStrategy::GuardWithIf);
+  Func lanes = scan.rfactor(k_lane, lane);
+  f.mod_key_range.compute_root().fuse(x.h, x.b, hb).gpu_blocks(x.g, hb);
+  f.mod_key_range.update().fuse(x.h, x.b, hb).gpu_blocks(x.g, hb);
+  lanes.compute_at(f.mod_key_range, x.g).gpu_threads(lane);
+  lanes.update().reorder(k_outer, lane).gpu_threads(lane);
+  // The rows of the group, for the thread's key, in its registers.
+  f.mod_key_seen.compute_at(lanes, k_outer);
+  const std::vector<Var> args = ranges.args();  // (e, g, h, b)
+  ranges.compute_root()
+      .split(args[1], g_out, g_in, groups_per_block, TailStrategy::GuardWithIf)
+      .fuse(args[2], args[3], hb)
+      .reorder(args[0], g_in, g_out, hb)
+      .unroll(args[0])
+      .gpu_blocks(g_out, hb)
+      .gpu_threads(g_in);
+}
+
 // The GPU tiling of the matrix products below (the MHA generator's GeneratorParams gpu_proj_tile
 // and gpu_proj_k_block).
 struct GpuLinearTiling {

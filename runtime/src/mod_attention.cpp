@@ -10,9 +10,12 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "gpu.h"
 #include "half_precision.h"
 #include "halide_view.h"
 #include "kernel_choice.h"
@@ -96,7 +99,8 @@ bool is_builtin_argument(const char* name) {
 // The mod's inputs as the kernel declares them (metadata), against `arguments`: every declared
 // input given once with its kind, dtype and rank; nothing else given.
 Status check_mod_arguments(const char* mod, const halide_filter_metadata_t& md,
-                           const std::vector<ModArgument>& arguments, const TensorView& out) {
+                           const std::vector<ModArgument>& arguments, const TensorView& out,
+                           Device device) {
   const std::string prefix = std::string("mod ") + mod + ": ";
   for (size_t a = 0; a < arguments.size(); ++a) {
     for (size_t b = 0; b < a; ++b) {
@@ -144,6 +148,11 @@ Status check_mod_arguments(const char* mod, const halide_filter_metadata_t& md,
       return Status::invalid(prefix + name + ": dtype " + detail::dtype_name(t.dtype) +
                              ", expected " + declared_dtype(arg.type));
     }
+    if (t.device != Device::CPU && t.device != device) {
+      return Status::invalid(prefix + name +
+                             ": a Device::CUDA tensor, but the call's tensors are host tensors "
+                             "(a mod tensor is on the host or on the call's device)");
+    }
     ATTENTION_RETURN_IF_ERROR(
         detail::check_view(t, name.c_str(), arg.dimensions, "(as the mod declares)", t.dtype));
     ATTENTION_RETURN_IF_ERROR(detail::check_disjoint(out, "out", t, name.c_str()));
@@ -186,61 +195,224 @@ bool takes_input(const halide_filter_metadata_t& md, const char* name) {
   return false;
 }
 
-// Runs `kernel` with the arguments its metadata names (checked by check_mod_arguments).
-Status run_mod_kernel(const char* mod, const ModKernel& kernel, const KernelTensors& t,
-                      const std::vector<ModArgument>& arguments) {
+// The argv of `kernel` from its metadata: `buffer(name)` gives each tensor argument's
+// halide_buffer_t (q, k, v, out, logsumexp, key_ranges or a mod tensor), the scalars come from `t`
+// and `arguments` (checked by check_mod_arguments). *user_context: the index of the context slot.
+Status fill_argv(const char* mod, const ModKernel& kernel, const KernelTensors& t,
+                 const std::vector<ModArgument>& arguments,
+                 const std::function<halide_buffer_t*(const std::string&)>& buffer,
+                 ArgvBuilder* argv, int* user_context) {
   const halide_filter_metadata_t& md = *kernel.metadata();
-  std::deque<detail::HalideView> views;
-  detail::configure_halide_runtime();
-  detail::KernelCall call;
-  ArgvBuilder argv(md.num_arguments);
   for (int i = 0; i < md.num_arguments; ++i) {
     const halide_filter_argument_t& arg = md.arguments[i];
     const std::string name = arg.name;
-    const auto view = [&](const TensorView& tensor) {
-      argv.buffer(i, views.emplace_back(tensor).get());
-    };
     if (name == "__user_context") {
-      argv.scalar(i).handle = &call;
-    } else if (name == "q") {
-      view(t.q);
-    } else if (name == "k") {
-      view(t.k);
-    } else if (name == "v") {
-      view(t.v);
-    } else if (name == "out") {
-      view(t.out);
-    } else if (name == "logsumexp") {
-      view(t.logsumexp);
-    } else if (name == "key_ranges") {
-      view(t.key_ranges);
+      *user_context = i;
+      argv->scalar(i).handle = nullptr;
+    } else if (arg.kind != halide_argument_kind_input_scalar) {
+      argv->buffer(i, buffer(name));
     } else if (name == "scale") {
-      argv.scalar(i).f32 = t.scale;
+      argv->scalar(i).f32 = t.scale;
     } else if (name == "key_split") {
-      argv.scalar(i).i32 = t.key_split;
+      argv->scalar(i).i32 = t.key_split;
     } else if (name == "values_finite") {
-      argv.scalar(i).b = t.values_finite;
+      argv->scalar(i).b = t.values_finite;
     } else {
       const ModArgument* given = find_argument(arguments, arg.name);
       if (given == nullptr) {
         return Status::invalid("mod " + std::string(mod) + " (" + kernel.name + "): missing " +
                                arguments_name(arg.name));
       }
-      if (arg.kind == halide_argument_kind_input_buffer) {
-        view(given->tensor);
-      } else if (same_type(arg.type, halide_type_t(halide_type_float, 32))) {
-        argv.scalar(i).f32 = static_cast<float>(given->scalar);
+      if (same_type(arg.type, halide_type_t(halide_type_float, 32))) {
+        argv->scalar(i).f32 = static_cast<float>(given->scalar);
       } else if (same_type(arg.type, halide_type_t(halide_type_int, 32))) {
-        argv.scalar(i).i32 = static_cast<int32_t>(given->scalar);
+        argv->scalar(i).i32 = static_cast<int32_t>(given->scalar);
       } else {
         return Status::invalid("mod " + std::string(mod) + ": input " + name +
                                " has a scalar type this runtime cannot pass");
       }
     }
   }
+  return Status::ok_status();
+}
+
+// Runs a CPU `kernel` on host tensors with the arguments its metadata names.
+Status run_mod_kernel(const char* mod, const ModKernel& kernel, const KernelTensors& t,
+                      const std::vector<ModArgument>& arguments) {
+  std::deque<detail::HalideView> views;
+  const TensorView none;
+  const auto buffer = [&](const std::string& name) {
+    const ModArgument* given = find_argument(arguments, name.c_str());
+    const TensorView& tensor = name == "q"            ? t.q
+                               : name == "k"          ? t.k
+                               : name == "v"          ? t.v
+                               : name == "out"        ? t.out
+                               : name == "logsumexp"  ? t.logsumexp
+                               : name == "key_ranges" ? t.key_ranges
+                               : given != nullptr     ? given->tensor
+                                                      : none;
+    return views.emplace_back(tensor).get();
+  };
+  ArgvBuilder argv(kernel.metadata()->num_arguments);
+  int user_context = 0;
+  ATTENTION_RETURN_IF_ERROR(fill_argv(mod, kernel, t, arguments, buffer, &argv, &user_context));
+  detail::configure_halide_runtime();
+  detail::KernelCall call;
+  argv.scalar(user_context).handle = &call;
   const int code = kernel.argv(argv.argv());
   if (code == 0) return Status::ok_status();
   return kernel_error(mod, kernel.name, code, call.error, arguments);
+}
+
+// The backend a mod kernel was generated for, from its metadata's target (Halide's string).
+detail::Run kernel_run(const ModKernel& kernel) {
+  const std::string target = kernel.metadata()->target;
+  if (target.find("cuda") != std::string::npos) return detail::Run::CUDA;
+  if (target.find("opencl") != std::string::npos) return detail::Run::OpenCL;
+  return detail::Run::CPU;
+}
+
+const char* run_name(detail::Run run) {
+  return run == detail::Run::CUDA ? "CUDA" : run == detail::Run::OpenCL ? "OpenCL" : "the CPU";
+}
+
+#if ATTENTION_GPU
+// A GPU call (Sk >= 1) of fp32 tensors, whole: the mod's tensors may span every batch and head,
+// and the kernels check their shapes against q's. A mod with a mask_mod runs its key_ranges
+// kernel first; the ranges come back to the host (B·H·tiles pairs) and go in with the call.
+Status run_mod_gpu(const char* mod, const ModKernels& kernels, detail::Run run,
+                   const attention_contract::GpuTiling& tiling, const KernelTensors& t,
+                   const std::vector<ModArgument>& arguments, const SdpaOptions& options) {
+  const int64_t B = t.q.shape[0], H = t.q.shape[1], Sq = t.q.shape[2];
+  const bool scan = takes_input(*kernels.prefill.metadata(), "key_ranges");
+  const int64_t tiles = (Sq + tiling.query_tile - 1) / tiling.query_tile;
+  std::vector<int32_t> ranges(scan ? static_cast<size_t>(B * H * tiles * 2) : 0);
+  // The buffers outlive `call`, whose destructor releases their device memory.
+  std::deque<detail::HalideView> views;
+  detail::GpuCall call(run, options.gpu.cuda_stream);
+  std::vector<std::pair<std::string, halide_buffer_t*>> buffers;
+  const auto add = [&](const std::string& name, const TensorView& tensor, bool output) {
+    detail::HalideView& view = views.emplace_back(tensor);
+    buffers.emplace_back(name, view.get());
+    return output ? call.output(view.get(), tensor.device) : call.input(view.get(), tensor.device);
+  };
+  for (const ModArgument& a : arguments) {
+    if (!a.is_scalar) ATTENTION_RETURN_IF_ERROR(add(a.name, a.tensor, false));
+  }
+  ATTENTION_RETURN_IF_ERROR(add("q", t.q, false));
+  ATTENTION_RETURN_IF_ERROR(add("k", t.k, false));
+  ATTENTION_RETURN_IF_ERROR(add("v", t.v, false));
+  // Runs `kernel` with the buffers registered so far.
+  const auto run_kernel = [&](const ModKernel& kernel) -> Status {
+    const auto buffer = [&](const std::string& name) -> halide_buffer_t* {
+      for (const auto& [n, b] : buffers) {
+        if (name == n) return b;
+      }
+      return nullptr;  // never: every argument of the kernels is registered above
+    };
+    ArgvBuilder argv(kernel.metadata()->num_arguments);
+    int user_context = 0;
+    ATTENTION_RETURN_IF_ERROR(fill_argv(mod, kernel, t, arguments, buffer, &argv, &user_context));
+    int code = 0;
+    const Status status = call.run(kernel.name, [&](detail::KernelCall* context) {
+      argv.scalar(user_context).handle = context;
+      code = kernel.argv(argv.argv());
+      return code;
+    });
+    if (status.ok() || code == 0) return status;
+    // The kernel's own message, after GpuCall's "internal: <kernel> failed (code N): ".
+    const std::string& message = status.message();
+    const size_t at = message.find("): ");
+    return kernel_error(mod, kernel.name, code,
+                        at == std::string::npos ? message : message.substr(at + 3), arguments);
+  };
+  if (scan) {
+    const TensorView ranges_view =
+        TensorView::contiguous(ranges.data(), DType::Int32, {B, H, tiles, 2});
+    // The scan's output on the host, then the attention kernel's input.
+    ATTENTION_RETURN_IF_ERROR(add("key_ranges", ranges_view, true));
+    ATTENTION_RETURN_IF_ERROR(run_kernel(kernels.key_ranges));
+    buffers.pop_back();
+    ATTENTION_RETURN_IF_ERROR(add("key_ranges", ranges_view, false));
+  }
+  ATTENTION_RETURN_IF_ERROR(add("out", t.out, true));
+  // Without a logsumexp, the kernel writes it to device scratch.
+  if (detail::given(t.logsumexp)) {
+    ATTENTION_RETURN_IF_ERROR(add("logsumexp", t.logsumexp, true));
+  } else {
+    detail::HalideView& view = views.emplace_back(TensorView::contiguous(nullptr, {B, H, Sq}));
+    buffers.emplace_back("logsumexp", view.get());
+    ATTENTION_RETURN_IF_ERROR(call.scratch(view.get()));
+  }
+  return run_kernel(kernels.prefill);
+}
+#else
+Status run_mod_gpu(const char*, const ModKernels&, detail::Run,
+                   const attention_contract::GpuTiling&, const KernelTensors&,
+                   const std::vector<ModArgument>&, const SdpaOptions&) {
+  // check_sdpa_call refuses GPU backends first; this is its guard.
+  return Status::error(StatusCode::BackendUnavailable, "internal: no GPU kernels in this build");
+}
+#endif
+
+// A call on the GPU backend `run` its kernels were generated for (checked by the caller).
+Status gpu_mod_attention(const char* mod, const ModKernels& kernels, detail::Run run,
+                         const TensorView& q, const TensorView& k, const TensorView& v,
+                         const TensorView& out, const std::vector<ModArgument>& arguments,
+                         const SdpaOptions& options) {
+  const Device device = detail::device_of({{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}});
+  ATTENTION_RETURN_IF_ERROR(
+      check_mod_arguments(mod, *kernels.prefill.metadata(), arguments, out, device));
+  if (takes_input(*kernels.prefill.metadata(), "key_ranges") &&
+      (kernels.key_ranges.argv == nullptr || kernels.key_ranges.metadata == nullptr)) {
+    return Status::invalid(std::string("kernels: mod ") + mod + " (" + kernels.prefill.name +
+                           ") reads key ranges, and kernels.key_ranges is not given");
+  }
+  if (out.numel() == 0) return Status::ok_status();
+  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
+  const int64_t Sk = k.shape[2], Dv = v.shape[3];
+  // The mod kernels' tiling: the GPU prefill tiling of their API (the generator's default).
+  const attention_contract::GpuTiling tiling =
+      attention_contract::gpu_tiling(run == detail::Run::CUDA ? attention_contract::GpuApi::CUDA
+                                                              : attention_contract::GpuApi::OpenCL,
+                                     /*wide_queries=*/true);
+  // The split results, checked against the limit before anything is written. A mod call runs
+  // whole (run_mod_gpu), so the limit is on the call's.
+  const int64_t limit =
+      options.gpu.workspace_limit > 0 ? options.gpu.workspace_limit : kDefaultGpuWorkspaceLimit;
+  const int64_t need = attention_contract::gpu_split_workspace_bytes(B * H, Sq, Sk, Dv, tiling);
+  if (Sk > 0 && need > limit) {
+    return Status::invalid("gpu.workspace_limit: " + std::to_string(limit) +
+                           " bytes is below the " + std::to_string(need) +
+                           " bytes the split results of this call need (mod_attention runs a "
+                           "call whole, since a mod's tensors may span every batch and head: "
+                           "raise the limit or call with fewer batches)");
+  }
+  const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
+  // Half operands as fp32 (device scratch for Device::CUDA tensors), out rounded once.
+  return detail::with_fp32_scratch(device, options.gpu.cuda_stream, [&](auto& scratch) -> Status {
+    TensorView q32, k32, v32, out32;
+    ATTENTION_RETURN_IF_ERROR(scratch.widen(q, &q32));
+    ATTENTION_RETURN_IF_ERROR(scratch.widen(k, &k32));
+    ATTENTION_RETURN_IF_ERROR(scratch.widen(v, &v32));
+    ATTENTION_RETURN_IF_ERROR(scratch.stage(out, &out32));
+    if (Sk == 0) {  // host tensors (check_sdpa_call refuses Device::CUDA ones): no keys to see
+      detail::write_rows_without_keys(out32, options.logsumexp);
+    } else {
+      // The GPU masked kernels always take the NaN-safe P·V.
+      const KernelTensors t{q32,
+                            k32,
+                            v32,
+                            out32,
+                            options.logsumexp,
+                            TensorView{},
+                            scale,
+                            tiling.split_keys,
+                            /*values_finite=*/false};
+      ATTENTION_RETURN_IF_ERROR(run_mod_gpu(mod, kernels, run, tiling, t, arguments, options));
+    }
+    return scratch.finish(out32, out);
+  });
 }
 
 }  // namespace
@@ -262,10 +434,32 @@ Status mod_attention(const ModKernels& kernels, const TensorView& q, const Tenso
                          "options.mask: a mod kernel masks what its mod says (write causal, "
                          "padding or windows into the mod)");
   }
+  // Every kernel of the set for one backend: the prefill kernel's.
+  const detail::Run target = kernel_run(kernels.prefill);
+  for (const ModKernel* other : {&kernels.decode, &kernels.key_ranges}) {
+    if (other->metadata == nullptr || kernel_run(*other) == target) continue;
+    return Status::invalid(
+        std::string("kernels: mod ") + mod + " mixes backends: " + kernels.prefill.name +
+        " is for " + run_name(target) + ", " + (other->name ? other->name : "another kernel") +
+        " for " + run_name(kernel_run(*other)));
+  }
+  // Backend::Auto runs GPU kernels on their backend, host tensors copied in and out.
+  SdpaOptions resolved = options;
+  if (options.backend == Backend::Auto && target != detail::Run::CPU) {
+    resolved.backend = target == detail::Run::CUDA ? Backend::CUDA : Backend::OpenCL;
+  }
   detail::Run run = detail::Run::CPU;
-  ATTENTION_RETURN_IF_ERROR(detail::check_sdpa_call(q, k, v, out, options, &run));
+  ATTENTION_RETURN_IF_ERROR(detail::check_sdpa_call(q, k, v, out, resolved, &run));
+  if (run != target) {
+    return Status::error(StatusCode::Unsupported,
+                         std::string("backend: the call runs on ") + run_name(run) + ", and mod " +
+                             mod + "'s kernels were generated for " + run_name(target) + " (" +
+                             kernels.prefill.metadata()->target +
+                             "): generate them for that backend (attention_add_mod_library "
+                             "TARGETS)");
+  }
   if (run != detail::Run::CPU) {
-    return Status::error(StatusCode::Unsupported, "backend: mod kernels run on the CPU only");
+    return gpu_mod_attention(mod, kernels, run, q, k, v, out, arguments, resolved);
   }
   // Float16 / BFloat16 operands (validated above): widened exactly into fp32 scratch for the fp32
   // mod kernels, and the result rounded into out once; out is untouched until then.
@@ -290,7 +484,7 @@ Status mod_attention(const ModKernels& kernels, const TensorView& q, const Tenso
                        true, attention_contract::prefill_key_split(Sk, info.prefill)};
   const ModKernel& kernel = choice.prefill ? kernels.prefill : kernels.decode;
   const halide_filter_metadata_t& md = *kernel.metadata();
-  ATTENTION_RETURN_IF_ERROR(check_mod_arguments(mod, md, arguments, out));
+  ATTENTION_RETURN_IF_ERROR(check_mod_arguments(mod, md, arguments, out, Device::CPU));
   if (out.numel() == 0) return Status::ok_status();
   if (Sk == 0) {  // no keys: every row sees none
     detail::write_rows_without_keys(out, options.logsumexp);

@@ -24,8 +24,9 @@ struct ModKernel {
 #define ATTENTION_MOD_KERNEL(fn) \
   ::attention::ModKernel { #fn, fn##_argv, fn##_metadata }
 
-// A mod's kernels, all from the same mod and the same targets as this library's built-in kernels
-// (their tilings pick the key split and the query tiles):
+// A mod's kernels, all from the same mod and the same targets: CPU targets (as this library's
+// built-in kernels, whose tilings pick the key split and the query tiles) or one GPU target (the
+// GPU prefill tiling; no decode kernel):
 //   prefill     mod_sdpa query_tiling=prefill: serves every call without a decode kernel
 //   decode      mod_sdpa query_tiling=decode (optional: argv null): calls of at most two queries
 //   key_ranges  mod_sdpa query_tiling=prefill output=key_ranges, for a mod with a mask_mod: scans
@@ -56,18 +57,24 @@ struct ModArgument {
 };
 
 // scaled_dot_product_attention with the mod of `kernels` fused in: q [B, H, Sq, D], k [B, Hkv, Sk,
-// D], v [B, Hkv, Sk, Dv], out [B, H, Sq, Dv], host tensors (CPU backends) of Float32, Float16 or
-// BFloat16, each its own (a half KV cache beside fp32 queries works); options.scale and
-// options.logsumexp (Float32) as for scaled_dot_product_attention. Half operands are widened
-// exactly into fp32 scratch for the fp32 mod kernels and out is rounded once: correct, and no
-// faster than fp32. The mod says everything that is masked: options.mask must be empty.
-// `arguments` holds each of the mod's inputs once.
+// D], v [B, Hkv, Sk, Dv], out [B, H, Sq, Dv] of Float32, Float16 or BFloat16, each its own (a half
+// KV cache beside fp32 queries works); options.scale and options.logsumexp (Float32) as for
+// scaled_dot_product_attention. Half operands are widened exactly into fp32 scratch for the fp32
+// mod kernels and out is rounded once: correct, and no faster than fp32. The mod says everything
+// that is masked: options.mask must be empty. `arguments` holds each of the mod's inputs once.
+//
+// The call runs where its kernels were generated for (their metadata's target): CPU kernels on
+// host tensors; CUDA or OpenCL kernels on that backend (options.backend Auto or that backend),
+// host tensors copied in and out, Device::CUDA tensors read in place on options.gpu.cuda_stream;
+// a mod tensor is on the host or on the call's device. A GPU call runs whole: its split results
+// must fit options.gpu.workspace_limit.
 //
 // Errors (nothing written to out): InvalidArgument for a bad shape, dtype or stride (the message
 // names the argument), an input the mod does not declare or one it declares but is not given, a
 // mod tensor whose shape differs from its declaration (checked by the kernel before it computes
-// anything; the message names the tensor and its expected shape); Unsupported for GPU backends or
-// masks in options.
+// anything; the message names the tensor and its expected shape), kernels of different backends
+// in one set, a workspace limit below the call's need (naming gpu.workspace_limit); Unsupported
+// for a backend other than the kernels' (naming both) or masks in options.
 Status mod_attention(const ModKernels& kernels, const TensorView& q, const TensorView& k,
                      const TensorView& v, const TensorView& out,
                      const std::vector<ModArgument>& arguments, const SdpaOptions& options = {});
