@@ -51,7 +51,7 @@ status=0
 # stopped by its timeout still leaves its output.
 suites='*Sdpa.*:Shards/SdpaSweep.*:Shards/MaskedSdpaSweep.*:Shards/SdpaFuzz.*:'
 suites+='MultiHeadAttention.MatchesReference:MultiHeadAttention.MasksMatchReference:Shards/MhaSweep.*:'
-suites+='PagedAttention.*'
+suites+='PagedAttention.*:ModAttention.*'
 echo "== cuda: suites"
 ATTENTION_TEST_BACKEND=cuda ATTENTION_FUZZ_CASES=500 timeout 300 stdbuf -oL ./attention_tests \
   --gtest_filter="$suites" --gtest_brief=1 >"$out/cuda_suites.txt" 2>&1 || status=$?

@@ -12,9 +12,17 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu.h"
+#if ATTENTION_TEST_GPU_MODS
+#include "attention/mod_attention.h"
+#include "mod_document_mask_prefill.h"
+#include "mod_document_mask_prefill_cuda.h"
+#include "mod_document_mask_ranges.h"
+#include "mod_document_mask_ranges_cuda.h"
+#endif
 #include "halide_view.h"
 #include "kernel_choice.h"
 #include "reference/sdpa_reference.h"
@@ -199,7 +207,11 @@ class CudaMemory {
   static size_t span_bytes(const attention::TensorView& t) {
     int64_t last = 0;
     for (int d = 0; d < t.rank; ++d) last += (t.shape[d] - 1) * t.strides[d];
-    return static_cast<size_t>(last + 1) * (t.dtype == attention::DType::Float32 ? 4 : 2);
+    const size_t element =
+        t.dtype == attention::DType::Float32 || t.dtype == attention::DType::Int32 ? 4
+        : t.dtype == attention::DType::Bool                                        ? 1
+                                                                                   : 2;
+    return static_cast<size_t>(last + 1) * element;
   }
   void* driver_ = nullptr;
   bool ready_ = false;
@@ -512,6 +524,62 @@ TEST_F(CudaDevicePointers, PagedMatchesCpu) {
     }
   }
 }
+
+#if ATTENTION_TEST_GPU_MODS
+// A mod kernel on device tensors (the example document mask, its document ids on the device too),
+// on a stream: the CUDA kernels agree with the CPU kernels (AVX2) of the same mod.
+TEST_F(CudaDevicePointers, ModMatchesCpu) {
+  const int64_t B = 2, H = 4, Hkv = 2, Sq = 100, Sk = 160, D = 64;
+  const uint64_t seed = seed_for_current_test();
+  SCOPED_TRACE(seed_note(seed));
+  std::mt19937_64 rng(seed);
+  Tensor q({B, H, Sq, D}), k({B, Hkv, Sk, D}), v({B, Hkv, Sk, D});
+  for (Tensor* t : {&q, &k, &v}) t->fill_uniform(rng, -1.0f, 1.0f);
+  std::vector<int32_t> ids(B * Sk);
+  std::uniform_int_distribution<int> length(1, 40);
+  for (int64_t b = 0; b < B; ++b) {
+    int32_t doc = 0;
+    for (int64_t j = 0; j < Sk; ++doc) {
+      for (int n = length(rng); n > 0 && j < Sk; --n, ++j) ids[b * Sk + j] = doc;
+    }
+  }
+  const attention::TensorView host_ids =
+      attention::TensorView::contiguous(ids.data(), attention::DType::Int32, {B, Sk});
+  Tensor out({B, H, Sq, D}), lse({B, H, Sq}), out_cpu({B, H, Sq, D}), lse_cpu({B, H, Sq});
+  out.poison();
+  lse.poison();
+  attention::SdpaOptions options;
+  options.logsumexp = lse_cpu.view();
+  const attention::ModKernels cpu{"document_mask",
+                                  ATTENTION_MOD_KERNEL(mod_document_mask_prefill),
+                                  {},
+                                  ATTENTION_MOD_KERNEL(mod_document_mask_ranges)};
+  ASSERT_TRUE(attention::mod_attention(
+                  cpu, q.view(), k.view(), v.view(), out_cpu.view(),
+                  {attention::ModArgument::of_tensor("document_ids", host_ids)}, options)
+                  .ok());
+  const attention::ModKernels cuda{"document_mask",
+                                   ATTENTION_MOD_KERNEL(mod_document_mask_prefill_cuda),
+                                   {},
+                                   ATTENTION_MOD_KERNEL(mod_document_mask_ranges_cuda)};
+  const attention::TensorView dq = memory.copy_to_device(q), dk = memory.copy_to_device(k),
+                              dv = memory.copy_to_device(v), dout = memory.copy_to_device(out),
+                              dlse = memory.copy_to_device(lse),
+                              dids = memory.copy_span_to_device(host_ids);
+  options.logsumexp = dlse;
+  options.gpu.cuda_stream = memory.new_stream();
+  const attention::Status status = attention::mod_attention(
+      cuda, dq, dk, dv, dout, {attention::ModArgument::of_tensor("document_ids", dids)}, options);
+  ASSERT_TRUE(status.ok()) << status.message();
+  memory.synchronize(options.gpu.cuda_stream);
+  memory.copy_to_host(dout, out);
+  memory.copy_to_host(dlse, lse);
+  for (const auto& [got, want] : {std::pair{&out, &out_cpu}, std::pair{&lse, &lse_cpu}}) {
+    const std::vector<float> a = got->to_dense(), b = want->to_dense();
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-5f) << i;
+  }
+}
+#endif
 
 // gpu.cuda_stream orders CUDA calls only: any other backend refuses it, naming the option and the
 // backend, before writing anything.
