@@ -19,6 +19,14 @@
 #include <vector>
 
 #include "bench_common.h"
+#if ATTENTION_BENCH_GPU_MODS
+#include <attention/mod_attention.h>
+
+#include "mod_causal_prefill_cuda.h"
+#include "mod_causal_ranges_cuda.h"
+#include "mod_document_mask_prefill_cuda.h"
+#include "mod_document_mask_ranges_cuda.h"
+#endif
 
 namespace {
 
@@ -269,8 +277,8 @@ void BM_CudaPaged(benchmark::State& state, Shape s, int64_t block) {
   attention::PagedKvCache cache;
   cache.k = gpu.upload(k_pool.data(), pool * sizeof(float), f32, {blocks, block, s.H, s.D});
   cache.v = gpu.upload(v_pool.data(), pool * sizeof(float), f32, {blocks, block, s.H, s.D});
-  cache.block_table = attention::TensorView::contiguous(ids.data(), attention::DType::Int32,
-                                                        {s.B, per_seq});
+  cache.block_table =
+      attention::TensorView::contiguous(ids.data(), attention::DType::Int32, {s.B, per_seq});
   cache.seq_lens =
       attention::TensorView::contiguous(seq_lens.data(), attention::DType::Int32, {s.B});
   const attention::TensorView dq = gpu.upload(q.data(), q.size() * sizeof(float), f32,
@@ -314,6 +322,110 @@ void BM_OpenClHostTensors(benchmark::State& state, Shape s) {
   for (auto _ : state) call();
   set_counters(state, s);
 }
+
+#if ATTENTION_BENCH_GPU_MODS
+// User mods on CUDA device tensors (the example mods' CUDA kernels, tests/CMakeLists.txt) beside
+// the call a user would make without them, as sdpa_bench's mods/ rows on the CPU: the document
+// mask mod (8 documents of random lengths in 4096 tokens, its ids on the device; block skipping
+// from its scan) against the equivalent Bool [1, 1, S, S] mask, and the causal mod against
+// Causal::BottomRight (issue 22: within 10%). GFLOP/s counts the visible pairs (4·D each), so a
+// pair's ratio is its time ratio. Each row checks its output against its peer's once.
+enum class ModRow { kDocumentMod, kDenseBoolMask, kCausalMod, kCausalBuiltin };
+
+void BM_CudaMods(benchmark::State& state, ModRow row) {
+  const attention::Status available = attention::backend_available(attention::Backend::CUDA);
+  if (!available.ok()) return state.SkipWithError(available.message().c_str());
+  Cuda& gpu = cuda();
+  if (!gpu.ready) return state.SkipWithError("CUDA device memory could not be set up");
+  const bool documents = row == ModRow::kDocumentMod || row == ModRow::kDenseBoolMask;
+  const int64_t S = documents ? 4096 : 2048, H = 8, D = 64;
+  const size_t n = static_cast<size_t>(H * S * D);
+  const attention::DType f32 = attention::DType::Float32;
+  const std::vector<float> q = random_values(n, 1), k = random_values(n, 2),
+                           v = random_values(n, 3);
+  std::vector<float> out(n), peer_out(n);
+  std::vector<int32_t> ids(S, 0);
+  std::vector<uint8_t> dense;
+  double pairs = 0.5 * double(S) * double(S + 1);
+  if (documents) {  // 7 distinct cut points in (0, S)
+    std::vector<int64_t> cuts = {0, S};
+    std::mt19937_64 rng(22);
+    std::uniform_int_distribution<int64_t> cut(1, S - 1);
+    while (cuts.size() < 9) {
+      const int64_t c = cut(rng);
+      if (std::find(cuts.begin(), cuts.end(), c) == cuts.end()) cuts.push_back(c);
+    }
+    std::sort(cuts.begin(), cuts.end());
+    pairs = 0;
+    for (size_t d = 0; d + 1 < cuts.size(); ++d) {
+      std::fill(ids.begin() + cuts[d], ids.begin() + cuts[d + 1], static_cast<int32_t>(d));
+      pairs += double(cuts[d + 1] - cuts[d]) * double(cuts[d + 1] - cuts[d]);
+    }
+    dense.resize(static_cast<size_t>(S * S));
+    for (int64_t i = 0; i < S; ++i)
+      for (int64_t j = 0; j < S; ++j) dense[i * S + j] = ids[i] == ids[j];
+  }
+  const attention::TensorView dq = gpu.upload(q.data(), n * 4, f32, {1, H, S, D}),
+                              dk = gpu.upload(k.data(), n * 4, f32, {1, H, S, D}),
+                              dv = gpu.upload(v.data(), n * 4, f32, {1, H, S, D}),
+                              dout = gpu.upload(out.data(), n * 4, f32, {1, H, S, D}),
+                              dpeer = gpu.upload(peer_out.data(), n * 4, f32, {1, H, S, D}),
+                              dids = gpu.upload(ids.data(), ids.size() * 4, attention::DType::Int32,
+                                                {1, S});
+  attention::TensorView ddense;
+  if (documents)
+    ddense = gpu.upload(dense.data(), dense.size(), attention::DType::Bool, {1, 1, S, S});
+  const auto call = [&](ModRow what, const attention::TensorView& to) {
+    attention::SdpaOptions options;
+    switch (what) {
+      case ModRow::kDocumentMod: {
+        const attention::ModKernels kernels{"document_mask",
+                                            ATTENTION_MOD_KERNEL(mod_document_mask_prefill_cuda),
+                                            {},
+                                            ATTENTION_MOD_KERNEL(mod_document_mask_ranges_cuda)};
+        return attention::mod_attention(kernels, dq, dk, dv, to,
+                                        {attention::ModArgument::of_tensor("document_ids", dids)});
+      }
+      case ModRow::kCausalMod: {
+        const attention::ModKernels kernels{"causal",
+                                            ATTENTION_MOD_KERNEL(mod_causal_prefill_cuda),
+                                            {},
+                                            ATTENTION_MOD_KERNEL(mod_causal_ranges_cuda)};
+        return attention::mod_attention(kernels, dq, dk, dv, to, {});
+      }
+      case ModRow::kDenseBoolMask:
+        options.mask.bool_mask = ddense;
+        break;
+      case ModRow::kCausalBuiltin:
+        options.mask.causal = attention::Causal::BottomRight;
+        break;
+    }
+    return attention::scaled_dot_product_attention(dq, dk, dv, to, options);
+  };
+  const auto run = [&](ModRow what, const attention::TensorView& to) {
+    const attention::Status status = call(what, to);
+    if (!status.ok()) bench::fail("gpu_bench", status.message());
+    gpu.synchronize();
+  };
+  // The peer of each row: the mod for a built-in row and the other way round.
+  const ModRow peer = row == ModRow::kDocumentMod     ? ModRow::kDenseBoolMask
+                      : row == ModRow::kDenseBoolMask ? ModRow::kDocumentMod
+                      : row == ModRow::kCausalMod     ? ModRow::kCausalBuiltin
+                                                      : ModRow::kCausalMod;
+  run(row, dout);  // first call: the driver JIT-compiles the PTX
+  run(peer, dpeer);
+  gpu.to_host(out.data(), reinterpret_cast<uint64_t>(dout.data), n * 4);
+  gpu.to_host(peer_out.data(), reinterpret_cast<uint64_t>(dpeer.data), n * 4);
+  for (size_t i = 0; i < n; ++i) {
+    if (!(std::fabs(out[i] - peer_out[i]) <= 1e-5f))
+      bench::fail("gpu_bench", "a mod row and its built-in peer disagree at " + std::to_string(i));
+  }
+  for (auto _ : state) run(row, dout);
+  const double flops = 4.0 * H * pairs * D;
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+#endif
 
 // The first is issue 23's prefill target shape (>= 50% of the fp32 peak), the last its decode.
 const Shape kShapes[] = {{1, 16, 4096, 4096, 128},
@@ -367,6 +479,20 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }
+#if ATTENTION_BENCH_GPU_MODS
+  const struct {
+    const char* name;
+    ModRow row;
+  } mod_rows[] = {{"cuda_mods/document_mask/1x8x4096x64_8docs", ModRow::kDocumentMod},
+                  {"cuda_mods/dense_bool_mask/1x8x4096x64_8docs", ModRow::kDenseBoolMask},
+                  {"cuda_mods/causal_mod/1x8x2048x64", ModRow::kCausalMod},
+                  {"cuda_mods/causal_builtin/1x8x2048x64", ModRow::kCausalBuiltin}};
+  for (const auto& m : mod_rows) {
+    benchmark::RegisterBenchmark(m.name, BM_CudaMods, m.row)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+#endif
   // OpenCL on PoCL only at the small shape: it exists to show the path works end to end.
   benchmark::RegisterBenchmark(name("opencl", kShapes[3]).c_str(), BM_OpenClHostTensors, kShapes[3])
       ->Unit(benchmark::kMillisecond)
