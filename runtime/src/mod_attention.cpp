@@ -195,6 +195,17 @@ bool takes_input(const halide_filter_metadata_t& md, const char* name) {
   return false;
 }
 
+// A `kernel` that reads key ranges needs the set's key_ranges kernel, which makes them.
+Status check_key_ranges_kernel(const char* mod, const ModKernels& kernels,
+                               const ModKernel& kernel) {
+  if (!takes_input(*kernel.metadata(), "key_ranges") ||
+      (kernels.key_ranges.argv != nullptr && kernels.key_ranges.metadata != nullptr)) {
+    return Status::ok_status();
+  }
+  return Status::invalid(std::string("kernels: mod ") + mod + " (" + kernel.name +
+                         ") reads key ranges, and kernels.key_ranges is not given");
+}
+
 // The argv of `kernel` from its metadata: `buffer(name)` gives each tensor argument's
 // halide_buffer_t (q, k, v, out, logsumexp, key_ranges or a mod tensor), the scalars come from `t`
 // and `arguments` (checked by check_mod_arguments). *user_context: the index of the context slot.
@@ -363,11 +374,7 @@ Status gpu_mod_attention(const char* mod, const ModKernels& kernels, detail::Run
   const Device device = detail::device_of({{&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}});
   ATTENTION_RETURN_IF_ERROR(
       check_mod_arguments(mod, *kernels.prefill.metadata(), arguments, out, device));
-  if (takes_input(*kernels.prefill.metadata(), "key_ranges") &&
-      (kernels.key_ranges.argv == nullptr || kernels.key_ranges.metadata == nullptr)) {
-    return Status::invalid(std::string("kernels: mod ") + mod + " (" + kernels.prefill.name +
-                           ") reads key ranges, and kernels.key_ranges is not given");
-  }
+  ATTENTION_RETURN_IF_ERROR(check_key_ranges_kernel(mod, kernels, kernels.prefill));
   if (out.numel() == 0) return Status::ok_status();
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   const int64_t Sk = k.shape[2], Dv = v.shape[3];
@@ -502,10 +509,7 @@ Status mod_attention(const ModKernels& kernels, const TensorView& q, const Tenso
   // Block skipping: the mod's key range per query tile, scanned by its key_ranges kernel.
   std::vector<int32_t> ranges;
   if (takes_input(md, "key_ranges")) {
-    if (kernels.key_ranges.argv == nullptr || kernels.key_ranges.metadata == nullptr) {
-      return Status::invalid(std::string("kernels: mod ") + mod + " (" + kernel.name +
-                             ") reads key ranges, and kernels.key_ranges is not given");
-    }
+    ATTENTION_RETURN_IF_ERROR(check_key_ranges_kernel(mod, kernels, kernel));
     const int64_t groups = (Sq + info.prefill.query_tile - 1) / info.prefill.query_tile;
     // Splits are the skipped blocks: at most 256 keys (1x8x2048x64 causal, AVX2, the causal mod
     // against the built-in causal kernel: 256-key splits 1.09x, 512 1.10x, since a tile's rows
