@@ -535,14 +535,7 @@ TEST_F(CudaDevicePointers, ModMatchesCpu) {
   std::mt19937_64 rng(seed);
   Tensor q({B, H, Sq, D}), k({B, Hkv, Sk, D}), v({B, Hkv, Sk, D});
   for (Tensor* t : {&q, &k, &v}) t->fill_uniform(rng, -1.0f, 1.0f);
-  std::vector<int32_t> ids(B * Sk);
-  std::uniform_int_distribution<int> length(1, 40);
-  for (int64_t b = 0; b < B; ++b) {
-    int32_t doc = 0;
-    for (int64_t j = 0; j < Sk; ++doc) {
-      for (int n = length(rng); n > 0 && j < Sk; --n, ++j) ids[b * Sk + j] = doc;
-    }
-  }
+  std::vector<int32_t> ids = random_document_ids(B, Sk, 40, rng);
   const attention::TensorView host_ids =
       attention::TensorView::contiguous(ids.data(), attention::DType::Int32, {B, Sk});
   Tensor out({B, H, Sq, D}), lse({B, H, Sq}), out_cpu({B, H, Sq, D}), lse_cpu({B, H, Sq});

@@ -279,16 +279,7 @@ TEST_F(ModAttention, DocumentMaskMatchesReference) {
   SCOPED_TRACE(seed_note(seed_));
   const Shape s{2, 2, 1, 200, 200, 64, 64};
   Call call(s, rng_);
-  // Documents of random lengths (runs of one id), per batch.
-  std::vector<int32_t> ids(s.B * s.Sk);
-  std::uniform_int_distribution<int> length(1, 60);
-  for (int64_t b = 0; b < s.B; ++b) {
-    int32_t doc = 0;
-    for (int64_t j = 0; j < s.Sk;) {
-      for (int n = length(rng_); n > 0 && j < s.Sk; --n, ++j) ids[b * s.Sk + j] = doc;
-      ++doc;
-    }
-  }
+  std::vector<int32_t> ids = random_document_ids(s.B, s.Sk, 60, rng_);
   const TensorView ids_view =
       TensorView::contiguous(ids.data(), attention::DType::Int32, {s.B, s.Sk});
   ASSERT_TRUE(call.run(kDocuments(), {ModArgument::of_tensor("document_ids", ids_view)}).ok());
@@ -530,14 +521,7 @@ TEST_F(ModAttention, GpuWorkspaceLimitHoldsTheWholeCall) {
   }
   SCOPED_TRACE(seed_note(seed_));
   const Shape s{2, 4, 2, 90, 150, 32, 32};
-  std::vector<int32_t> ids(s.B * s.Sk);
-  std::uniform_int_distribution<int> length(1, 50);
-  for (int64_t b = 0; b < s.B; ++b) {
-    int32_t doc = 0;
-    for (int64_t j = 0; j < s.Sk; ++doc) {
-      for (int n = length(rng_); n > 0 && j < s.Sk; --n, ++j) ids[b * s.Sk + j] = doc;
-    }
-  }
+  std::vector<int32_t> ids = random_document_ids(s.B, s.Sk, 50, rng_);
   const std::vector<ModArgument> arguments = {ModArgument::of_tensor(
       "document_ids", TensorView::contiguous(ids.data(), attention::DType::Int32, {s.B, s.Sk}))};
   const attention_contract::GpuTiling tiling = attention_contract::gpu_tiling(

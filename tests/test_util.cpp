@@ -193,6 +193,19 @@ std::string seed_note(uint64_t seed) {
          " (rerun with ATTENTION_TEST_SEED=" + std::to_string(base_seed()) + ")";
 }
 
+std::vector<int32_t> random_document_ids(int64_t B, int64_t S, int max_length,
+                                         std::mt19937_64& rng) {
+  std::vector<int32_t> ids(static_cast<size_t>(B * S));
+  std::uniform_int_distribution<int> length(1, max_length);
+  for (int64_t b = 0; b < B; ++b) {
+    int32_t doc = 0;
+    for (int64_t j = 0; j < S; ++doc) {
+      for (int n = length(rng); n > 0 && j < S; --n, ++j) ids[b * S + j] = doc;
+    }
+  }
+  return ids;
+}
+
 ::testing::AssertionResult matches_reference(const std::vector<float>& actual,
                                              const std::vector<double>& expected,
                                              const std::vector<int64_t>& shape, Domain domain) {

@@ -113,6 +113,11 @@ uint64_t seed_for_current_test();
 // "seed S (rerun with ATTENTION_TEST_SEED=B)", for SCOPED_TRACE.
 std::string seed_note(uint64_t seed);
 
+// Packed documents for the document-mask mod: B rows of S token ids ([B, S] row-major), each row
+// runs of one id (0, 1, ...) of lengths drawn from [1, max_length].
+std::vector<int32_t> random_document_ids(int64_t B, int64_t S, int max_length,
+                                         std::mt19937_64& rng);
+
 // DESIGN.md's fp32 rule: max abs error <= 2e-5 * max(1, max|ref|) and relative L2 error <= 1e-5.
 // A NaN output where the reference is finite fails; infinite reference values must match exactly.
 // `shape` only names the worst element in the message. Log-domain values (logsumexp) take the
