@@ -4,10 +4,13 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <random>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "attention/attention.h"
 
@@ -59,6 +62,36 @@ void register_timed(const std::string& name, Fn fn, Arg arg) {
       ->UseRealTime()
       ->MinWarmUpTime(0.3)
       ->Unit(benchmark::kMillisecond);
+}
+
+// `documents` documents packed into S tokens (cut points drawn uniformly in (0, S) from `rng`):
+// each token's document id, the equivalent Bool [S, S] mask (a query sees the keys of its own
+// document) and the visible pairs. The document-mask rows of sdpa_bench's and gpu_bench's mods/.
+struct PackedDocuments {
+  std::vector<int32_t> ids;
+  std::vector<uint8_t> dense;
+  double pairs = 0;
+};
+
+template <typename Rng>
+PackedDocuments packed_documents(int64_t S, int documents, Rng& rng) {
+  std::vector<int64_t> cuts = {0, S};
+  std::uniform_int_distribution<int64_t> cut(1, S - 1);
+  while (cuts.size() < static_cast<size_t>(documents) + 1) {
+    const int64_t c = cut(rng);
+    if (std::find(cuts.begin(), cuts.end(), c) == cuts.end()) cuts.push_back(c);
+  }
+  std::sort(cuts.begin(), cuts.end());
+  PackedDocuments p;
+  p.ids.resize(static_cast<size_t>(S));
+  for (size_t d = 0; d + 1 < cuts.size(); ++d) {
+    std::fill(p.ids.begin() + cuts[d], p.ids.begin() + cuts[d + 1], static_cast<int32_t>(d));
+    p.pairs += double(cuts[d + 1] - cuts[d]) * double(cuts[d + 1] - cuts[d]);
+  }
+  p.dense.resize(static_cast<size_t>(S * S));
+  for (int64_t i = 0; i < S; ++i)
+    for (int64_t j = 0; j < S; ++j) p.dense[i * S + j] = p.ids[i] == p.ids[j];
+  return p;
 }
 
 // sdpa_bench's multi-head attention rows (mha_bench.cpp).

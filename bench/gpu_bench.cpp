@@ -344,37 +344,20 @@ void BM_CudaMods(benchmark::State& state, ModRow row) {
   const std::vector<float> q = random_values(n, 1), k = random_values(n, 2),
                            v = random_values(n, 3);
   std::vector<float> out(n), peer_out(n);
-  std::vector<int32_t> ids(S, 0);
-  std::vector<uint8_t> dense;
-  double pairs = 0.5 * double(S) * double(S + 1);
-  if (documents) {  // 7 distinct cut points in (0, S)
-    std::vector<int64_t> cuts = {0, S};
-    std::mt19937_64 rng(22);
-    std::uniform_int_distribution<int64_t> cut(1, S - 1);
-    while (cuts.size() < 9) {
-      const int64_t c = cut(rng);
-      if (std::find(cuts.begin(), cuts.end(), c) == cuts.end()) cuts.push_back(c);
-    }
-    std::sort(cuts.begin(), cuts.end());
-    pairs = 0;
-    for (size_t d = 0; d + 1 < cuts.size(); ++d) {
-      std::fill(ids.begin() + cuts[d], ids.begin() + cuts[d + 1], static_cast<int32_t>(d));
-      pairs += double(cuts[d + 1] - cuts[d]) * double(cuts[d + 1] - cuts[d]);
-    }
-    dense.resize(static_cast<size_t>(S * S));
-    for (int64_t i = 0; i < S; ++i)
-      for (int64_t j = 0; j < S; ++j) dense[i * S + j] = ids[i] == ids[j];
-  }
+  std::mt19937_64 rng(22);
+  const bench::PackedDocuments docs =
+      documents ? bench::packed_documents(S, 8, rng) : bench::PackedDocuments{};
+  const double pairs = documents ? docs.pairs : 0.5 * double(S) * double(S + 1);
   const attention::TensorView dq = gpu.upload(q.data(), n * 4, f32, {1, H, S, D}),
                               dk = gpu.upload(k.data(), n * 4, f32, {1, H, S, D}),
                               dv = gpu.upload(v.data(), n * 4, f32, {1, H, S, D}),
                               dout = gpu.upload(out.data(), n * 4, f32, {1, H, S, D}),
-                              dpeer = gpu.upload(peer_out.data(), n * 4, f32, {1, H, S, D}),
-                              dids = gpu.upload(ids.data(), ids.size() * 4, attention::DType::Int32,
-                                                {1, S});
-  attention::TensorView ddense;
-  if (documents)
-    ddense = gpu.upload(dense.data(), dense.size(), attention::DType::Bool, {1, 1, S, S});
+                              dpeer = gpu.upload(peer_out.data(), n * 4, f32, {1, H, S, D});
+  attention::TensorView dids, ddense;  // the document rows' ids and dense mask
+  if (documents) {
+    dids = gpu.upload(docs.ids.data(), docs.ids.size() * 4, attention::DType::Int32, {1, S});
+    ddense = gpu.upload(docs.dense.data(), docs.dense.size(), attention::DType::Bool, {1, 1, S, S});
+  }
   const auto call = [&](ModRow what, const attention::TensorView& to) {
     attention::SdpaOptions options;
     switch (what) {

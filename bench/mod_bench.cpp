@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bench_common.h"
@@ -57,22 +58,10 @@ ModProblem make_problem(bool documents) {
   p.peer_out.assign(n, 0.0f);
   double pairs = 0;
   if (documents) {
-    // 8 documents: 7 cut points drawn uniformly in (0, S).
-    std::vector<int64_t> cuts = {0, p.S};
-    std::uniform_int_distribution<int64_t> cut(1, p.S - 1);
-    while (cuts.size() < 9) {
-      const int64_t c = cut(rng);
-      if (std::find(cuts.begin(), cuts.end(), c) == cuts.end()) cuts.push_back(c);
-    }
-    std::sort(cuts.begin(), cuts.end());
-    p.ids.resize(p.S);
-    for (size_t d = 0; d + 1 < cuts.size(); ++d) {
-      for (int64_t j = cuts[d]; j < cuts[d + 1]; ++j) p.ids[j] = static_cast<int32_t>(d);
-      pairs += double(cuts[d + 1] - cuts[d]) * double(cuts[d + 1] - cuts[d]);
-    }
-    p.dense.resize(p.S * p.S);
-    for (int64_t i = 0; i < p.S; ++i)
-      for (int64_t j = 0; j < p.S; ++j) p.dense[i * p.S + j] = p.ids[i] == p.ids[j];
+    bench::PackedDocuments packed = bench::packed_documents(p.S, 8, rng);
+    p.ids = std::move(packed.ids);
+    p.dense = std::move(packed.dense);
+    pairs = packed.pairs;
   } else {
     pairs = 0.5 * double(p.S) * double(p.S + 1);
   }
