@@ -107,8 +107,9 @@ struct ModSet {
       prefill_only(#mod, ATTENTION_MOD_KERNEL(mod_##mod##_prefill_cuda),   \
                    ATTENTION_MOD_KERNEL(mod_##mod##_ranges_cuda))
 #else
-#define GPU_MOD_KERNELS(mod)
-#define GPU_MOD_KERNELS_WITH_RANGES(mod)
+// No GPU kernels in this build (sanitizer and cross builds): the GPU sets stay empty.
+#define GPU_MOD_KERNELS(mod) , ModKernels{}, ModKernels{}
+#define GPU_MOD_KERNELS_WITH_RANGES(mod) GPU_MOD_KERNELS(mod)
 #endif
 
 const ModSet kCausal{{"causal", ATTENTION_MOD_KERNEL(mod_causal_prefill),
