@@ -182,8 +182,7 @@ Status resolve_backend(Backend backend, const std::vector<NamedView>& tensors, R
 Status plan_gpu_chunks(const GpuTiling& t, int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t Dv,
                        const GpuOptions& gpu, const char* option, int64_t head_unit,
                        std::vector<GpuChunk>* chunks) {
-  // Negative limits were refused with the other arguments.
-  const int64_t limit = gpu.workspace_limit > 0 ? gpu.workspace_limit : kDefaultGpuWorkspaceLimit;
+  const int64_t limit = gpu_workspace_limit(gpu);
   chunks->clear();
   // The bytes are linear in heads and in whole tiles of rows.
   const int64_t per_tile = attention_contract::gpu_split_workspace_bytes(1, 1, Sk, Dv, t);

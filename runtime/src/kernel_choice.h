@@ -68,6 +68,12 @@ inline int32_t gpu_prefill_key_split(std::string_view kernel) {
   return kernel_gpu_tiling(kernel).split_keys;
 }
 
+// The bytes of device workspace a GPU call may take: gpu.workspace_limit, or the default for 0
+// (negative limits were refused with the other arguments).
+inline int64_t gpu_workspace_limit(const GpuOptions& gpu) {
+  return gpu.workspace_limit > 0 ? gpu.workspace_limit : kDefaultGpuWorkspaceLimit;
+}
+
 // A GPU call's work in chunks whose split results (attention_contract::gpu_split_workspace_bytes)
 // fit the caller's workspace limit: query rows [row, row + rows) of heads [head, head + heads) of
 // batches [batch, batch + batches). Rows start at multiples of the query tile.

@@ -385,8 +385,7 @@ Status gpu_mod_attention(const char* mod, const ModKernels& kernels, detail::Run
                                      /*wide_queries=*/true);
   // The split results, checked against the limit before anything is written. A mod call runs
   // whole (run_mod_gpu), so the limit is on the call's.
-  const int64_t limit =
-      options.gpu.workspace_limit > 0 ? options.gpu.workspace_limit : kDefaultGpuWorkspaceLimit;
+  const int64_t limit = detail::gpu_workspace_limit(options.gpu);
   const int64_t need = attention_contract::gpu_split_workspace_bytes(B * H, Sq, Sk, Dv, tiling);
   if (Sk > 0 && need > limit) {
     return Status::invalid("gpu.workspace_limit: " + std::to_string(limit) +

@@ -201,7 +201,7 @@ struct PagedChunk {
 // For a call with query rows (B, H, Sq > 0) and keys in the table (max_blocks_per_seq > 0).
 Status plan_paged_chunks(const attention_contract::GpuTiling& t, const PagedShape& s,
                          const GpuOptions& gpu, std::vector<PagedChunk>* chunks) {
-  const int64_t limit = gpu.workspace_limit > 0 ? gpu.workspace_limit : kDefaultGpuWorkspaceLimit;
+  const int64_t limit = detail::gpu_workspace_limit(gpu);
   const int64_t group = s.H / s.Hkv;
   const int64_t unit = attention_contract::gpu_split_workspace_bytes(
       group, s.Sq, s.width * s.block_size, s.Dv, t);  // one kv head's query heads, every row
