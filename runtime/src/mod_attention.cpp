@@ -325,17 +325,15 @@ Status run_mod_gpu(const char* mod, const ModKernels& kernels, detail::Run run,
     int user_context = 0;
     ATTENTION_RETURN_IF_ERROR(fill_argv(mod, kernel, t, arguments, buffer, &argv, &user_context));
     int code = 0;
+    std::string error;  // the kernel's own message (GpuCall's status wraps it)
     const Status status = call.run(kernel.name, [&](detail::KernelCall* context) {
       argv.scalar(user_context).handle = context;
       code = kernel.argv(argv.argv());
+      if (code != 0) error = context->error;
       return code;
     });
     if (status.ok() || code == 0) return status;
-    // The kernel's own message, after GpuCall's "internal: <kernel> failed (code N): ".
-    const std::string& message = status.message();
-    const size_t at = message.find("): ");
-    return kernel_error(mod, kernel.name, code,
-                        at == std::string::npos ? message : message.substr(at + 3), arguments);
+    return kernel_error(mod, kernel.name, code, error, arguments);
   };
   if (scan) {
     const TensorView ranges_view =
