@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +37,13 @@ CpuKernelInfo read_kernel_info(KernelInfoFn probe);
 // (kernel_table.cpp reads them from the build's record).
 const CpuTiling& kernel_cpu_tiling(std::string_view kernel);
 const GpuTiling& kernel_gpu_tiling(std::string_view kernel);
+
+// The GPU API a Halide target string names (its cuda or opencl feature), none for a CPU target.
+inline std::optional<attention_contract::GpuApi> gpu_api_of_target(std::string_view target) {
+  if (target.find("-cuda") != std::string_view::npos) return attention_contract::GpuApi::CUDA;
+  if (target.find("-opencl") != std::string_view::npos) return attention_contract::GpuApi::OpenCL;
+  return std::nullopt;
+}
 
 // A CPU call of Sq queries against Sk keys with B batches of Hkv kv heads (decode's work items
 // cover a kv head's query heads), served by `prefill_kernel` or `decode_kernel`.

@@ -181,10 +181,7 @@ std::vector<Run> backends() {
 
 // The GPU API a kernel was built for, none for a CPU kernel.
 std::optional<attention_contract::GpuApi> gpu_api_of(const KernelBuild& build) {
-  const std::string_view targets = build.targets;
-  if (targets.find("-cuda") != std::string_view::npos) return attention_contract::GpuApi::CUDA;
-  if (targets.find("-opencl") != std::string_view::npos) return attention_contract::GpuApi::OpenCL;
-  return std::nullopt;
+  return gpu_api_of_target(build.targets);
 }
 
 bool builds_prefill(const KernelBuild& build) {

@@ -277,10 +277,9 @@ Status run_mod_kernel(const char* mod, const ModKernel& kernel, const KernelTens
 
 // The backend a mod kernel was generated for, from its metadata's target (Halide's string).
 detail::Run kernel_run(const ModKernel& kernel) {
-  const std::string target = kernel.metadata()->target;
-  if (target.find("cuda") != std::string::npos) return detail::Run::CUDA;
-  if (target.find("opencl") != std::string::npos) return detail::Run::OpenCL;
-  return detail::Run::CPU;
+  const auto api = detail::gpu_api_of_target(kernel.metadata()->target);
+  if (!api) return detail::Run::CPU;
+  return *api == attention_contract::GpuApi::CUDA ? detail::Run::CUDA : detail::Run::OpenCL;
 }
 
 const char* run_name(detail::Run run) {
