@@ -6,11 +6,12 @@
 #include <HalideRuntime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <initializer_list>
-#include <sstream>
 #include <string>
+#include <vector>
 
 #include "test_util.h"
 
@@ -35,12 +36,8 @@ int without_feature(int count, const uint64_t* features) {
 // Whether this build made the SSE4.1-only variant (ATTENTION_TARGET_LIST, best first): the
 // sanitizer job builds AVX2 only, to keep CI's kernel compiles down.
 bool sse41_variant_built() {
-  std::istringstream list(ATTENTION_TARGET_LIST);
-  std::string target;
-  while (std::getline(list, target, ',')) {
-    if (target == "x86-64-linux-sse41") return true;
-  }
-  return false;
+  const std::vector<std::string> targets = built_kernel_targets();
+  return std::find(targets.begin(), targets.end(), "x86-64-linux-sse41") != targets.end();
 }
 
 // Installs a dispatch hook for one test and restores the previous one afterwards.

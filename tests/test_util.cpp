@@ -193,6 +193,15 @@ std::string seed_note(uint64_t seed) {
          " (rerun with ATTENTION_TEST_SEED=" + std::to_string(base_seed()) + ")";
 }
 
+std::vector<std::string> built_kernel_targets() {
+  std::vector<std::string> targets;
+  std::istringstream list(ATTENTION_TARGET_LIST);
+  for (std::string target; std::getline(list, target, ',');) {
+    if (!target.empty()) targets.push_back(target);
+  }
+  return targets;
+}
+
 std::vector<int32_t> random_document_ids(int64_t B, int64_t S, int max_length,
                                          std::mt19937_64& rng) {
   std::vector<int32_t> ids(static_cast<size_t>(B * S));

@@ -113,6 +113,10 @@ uint64_t seed_for_current_test();
 // "seed S (rerun with ATTENTION_TEST_SEED=B)", for SCOPED_TRACE.
 std::string seed_note(uint64_t seed);
 
+// The x86 or ARM targets this build made its kernels for, best first (ATTENTION_TARGET_LIST,
+// from CMake).
+std::vector<std::string> built_kernel_targets();
+
 // Packed documents for the document-mask mod: B rows of S token ids ([B, S] row-major), each row
 // runs of one id (0, 1, ...) of lengths drawn from [1, max_length].
 std::vector<int32_t> random_document_ids(int64_t B, int64_t S, int max_length,
