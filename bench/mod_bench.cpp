@@ -4,7 +4,11 @@
 //   - mods/document_mask: 8 documents of random lengths packed into 4096 tokens, through the
 //     document_mask mod (block skipping from its scan), against mods/dense_bool_mask: the same
 //     call with the equivalent Bool [1, 1, S, S] mask (every key block computed);
-//   - mods/causal_mod: the causal mod against mods/causal_builtin: Causal::BottomRight.
+//   - mods/causal_mod: the causal mod against mods/causal_builtin: Causal::BottomRight;
+//   - mods/window_mod: the sliding_window mod (512 keys back) against mods/window_builtin:
+//     Causal::BottomRight with window 512;
+//   - mods/alibi_softcap_mod: the alibi_softcap mod (score_mod only: every key) against
+//     mods/alibi_softcap_builtin: ALiBi slopes and softcap 30.
 // GFLOP/s counts the visible pairs (4·D each) for both rows of a pair, so their ratio is the
 // time ratio. Every output is checked once against its peer's before timing.
 // ATTENTION_BENCH_ISA=avx2 (sdpa_bench's variant cap) runs the built-in peers at the mod kernels'
@@ -22,27 +26,68 @@
 #include <vector>
 
 #include "bench_common.h"
+#include "mod_alibi_softcap_prefill.h"
 #include "mod_causal_prefill.h"
 #include "mod_causal_ranges.h"
 #include "mod_document_mask_prefill.h"
 #include "mod_document_mask_ranges.h"
+#include "mod_sliding_window_prefill.h"
+#include "mod_sliding_window_ranges.h"
 
 namespace {
 
 [[noreturn]] void fail(const std::string& message) { bench::fail("sdpa_bench", message); }
 
 constexpr int64_t kB = 1, kH = 8, kS = 4096, kD = 64;
-constexpr int64_t kCausalS = 2048;
+constexpr int64_t kCausalS = 2048;  // the built-in masks' rows
+constexpr int64_t kWindow = 512;
+constexpr float kSoftcap = 30.0f;
 
-enum class ModRun { kDocumentMod, kDenseBoolMask, kCausalMod, kCausalBuiltin };
+// Each mod row and its peer, the call without the mod kernel, are an even/odd pair.
+enum class ModRun {
+  kDocumentMod,
+  kDenseBoolMask,
+  kCausalMod,
+  kCausalBuiltin,
+  kWindowMod,
+  kWindowBuiltin,
+  kAlibiSoftcapMod,
+  kAlibiSoftcapBuiltin
+};
+ModRun peer_of(ModRun what) { return static_cast<ModRun>(static_cast<int>(what) ^ 1); }
 
 struct ModProblem {
   int64_t S;
   std::vector<float> q, k, v, out, peer_out;
   std::vector<int32_t> ids;    // document ids [1, S]
   std::vector<uint8_t> dense;  // the same as a Bool [1, 1, S, S] mask
-  double flops = 0;            // visible pairs, 4·D each
+  std::vector<float> slopes;   // ALiBi's, per head
+  double document_pairs = 0;   // the documents' visible pairs
 };
+
+// 4·D per visible pair of the row's mask.
+double flops(const ModProblem& p, ModRun what) {
+  double pairs = 0;
+  switch (what) {
+    case ModRun::kDocumentMod:
+    case ModRun::kDenseBoolMask:
+      pairs = p.document_pairs;
+      break;
+    case ModRun::kCausalMod:
+    case ModRun::kCausalBuiltin:
+      pairs = 0.5 * double(p.S) * double(p.S + 1);
+      break;
+    case ModRun::kWindowMod:
+    case ModRun::kWindowBuiltin:
+      for (int64_t i = 0; i < p.S; ++i) pairs += double(std::min(i, kWindow) + 1);
+      break;
+    case ModRun::kAlibiSoftcapMod:
+    case ModRun::kAlibiSoftcapBuiltin:
+      pairs = double(p.S) * double(p.S);
+      break;
+  }
+  return 4.0 * kB * kH * pairs * kD;
+}
 
 ModProblem make_problem(bool documents) {
   ModProblem p;
@@ -56,16 +101,13 @@ ModProblem make_problem(bool documents) {
   }
   p.out.assign(n, 0.0f);
   p.peer_out.assign(n, 0.0f);
-  double pairs = 0;
   if (documents) {
     bench::PackedDocuments packed = bench::packed_documents(p.S, 8, rng);
     p.ids = std::move(packed.ids);
     p.dense = std::move(packed.dense);
-    pairs = packed.pairs;
-  } else {
-    pairs = 0.5 * double(p.S) * double(p.S + 1);
+    p.document_pairs = packed.pairs;
   }
-  p.flops = 4.0 * kB * kH * pairs * kD;
+  for (int64_t h = 0; h < kH; ++h) p.slopes.push_back(std::exp2(-8.0f * float(h + 1) / kH));
   return p;
 }
 
@@ -93,12 +135,37 @@ attention::Status run(ModProblem& p, ModRun what, std::vector<float>& out) {
                                           ATTENTION_MOD_KERNEL(mod_causal_ranges)};
       return attention::mod_attention(kernels, view(p.q), view(p.k), view(p.v), view(out), {});
     }
+    case ModRun::kWindowMod: {
+      const attention::ModKernels kernels{"sliding_window",
+                                          ATTENTION_MOD_KERNEL(mod_sliding_window_prefill),
+                                          {},
+                                          ATTENTION_MOD_KERNEL(mod_sliding_window_ranges)};
+      return attention::mod_attention(kernels, view(p.q), view(p.k), view(p.v), view(out),
+                                      {attention::ModArgument::of_scalar("window", kWindow)});
+    }
+    case ModRun::kAlibiSoftcapMod: {
+      const attention::ModKernels kernels{
+          "alibi_softcap", ATTENTION_MOD_KERNEL(mod_alibi_softcap_prefill), {}, {}};
+      const TensorView slopes = TensorView::contiguous(p.slopes.data(), {kH});
+      return attention::mod_attention(kernels, view(p.q), view(p.k), view(p.v), view(out),
+                                      {attention::ModArgument::of_tensor("slopes", slopes),
+                                       attention::ModArgument::of_scalar("softcap", kSoftcap)});
+    }
     case ModRun::kDenseBoolMask:
       options.mask.bool_mask =
           TensorView::contiguous(p.dense.data(), attention::DType::Bool, {1, 1, p.S, p.S});
       break;
     case ModRun::kCausalBuiltin:
       options.mask.causal = attention::Causal::BottomRight;
+      break;
+    case ModRun::kWindowBuiltin:
+      options.mask.causal = attention::Causal::BottomRight;
+      options.mask.window = kWindow;
+      break;
+    case ModRun::kAlibiSoftcapBuiltin:
+      options.mask.alibi = true;
+      options.mask.alibi_slopes = TensorView::contiguous(p.slopes.data(), {kH});
+      options.mask.softcap = kSoftcap;
       break;
   }
   return attention::scaled_dot_product_attention(view(p.q), view(p.k), view(p.v), view(out),
@@ -110,11 +177,7 @@ void run_mod_bench(benchmark::State& state, ModRun what) {
   static ModProblem documents_problem = make_problem(true), causal_problem = make_problem(false);
   ModProblem& p = documents ? documents_problem : causal_problem;
   // The pair's two calls agree (once per row, before timing).
-  const ModRun peer = what == ModRun::kDocumentMod     ? ModRun::kDenseBoolMask
-                      : what == ModRun::kDenseBoolMask ? ModRun::kDocumentMod
-                      : what == ModRun::kCausalMod     ? ModRun::kCausalBuiltin
-                                                       : ModRun::kCausalMod;
-  for (auto [kind, out] : {std::pair{what, &p.out}, {peer, &p.peer_out}}) {
+  for (auto [kind, out] : {std::pair{what, &p.out}, {peer_of(what), &p.peer_out}}) {
     const attention::Status status = run(p, kind, *out);
     if (!status) fail("mods: " + status.message());
   }
@@ -127,7 +190,7 @@ void run_mod_bench(benchmark::State& state, ModRun what) {
     benchmark::ClobberMemory();
   }
   if (!all_ok) state.SkipWithError("the call returned an error");
-  state.counters["GFLOP/s"] = bench::per_second(p.flops * 1e-9);
+  state.counters["GFLOP/s"] = bench::per_second(flops(p, what) * 1e-9);
 }
 
 }  // namespace
@@ -139,10 +202,15 @@ void register_mod_benchmarks() {
                                 std::to_string(kS) + "x" + std::to_string(kD) + "_8docs";
   const std::string causal = std::to_string(kB) + "x" + std::to_string(kH) + "x" +
                              std::to_string(kCausalS) + "x" + std::to_string(kD);
-  for (auto [name, what] : {std::pair{"mods/document_mask/" + documents, ModRun::kDocumentMod},
-                            {"mods/dense_bool_mask/" + documents, ModRun::kDenseBoolMask},
-                            {"mods/causal_mod/" + causal, ModRun::kCausalMod},
-                            {"mods/causal_builtin/" + causal, ModRun::kCausalBuiltin}}) {
+  for (auto [name, what] :
+       {std::pair{"mods/document_mask/" + documents, ModRun::kDocumentMod},
+        {"mods/dense_bool_mask/" + documents, ModRun::kDenseBoolMask},
+        {"mods/causal_mod/" + causal, ModRun::kCausalMod},
+        {"mods/causal_builtin/" + causal, ModRun::kCausalBuiltin},
+        {"mods/window_mod/" + causal + "_w512", ModRun::kWindowMod},
+        {"mods/window_builtin/" + causal + "_w512", ModRun::kWindowBuiltin},
+        {"mods/alibi_softcap_mod/" + causal, ModRun::kAlibiSoftcapMod},
+        {"mods/alibi_softcap_builtin/" + causal, ModRun::kAlibiSoftcapBuiltin}}) {
     register_timed(name, run_mod_bench, what);
   }
 }
