@@ -58,6 +58,9 @@ struct MaskInputs {
   // range uniform over a tile and lets fully masked key blocks be skipped.
   int query_group = 1;
   int key_block = 1;
+  // The keys of one register block of the prefill's Q·Kᵀ (grouped stages: logits are computed in
+  // whole blocks of them).
+  int score_keys = 1;
 };
 
 // The causal/sliding-window band: j in [diag(i) - back, diag(i) + forward].

@@ -140,6 +140,16 @@ struct SdpaFuncs {
   Halide::RDom r_visited;
   RotatedRows rotated_q, rotated_k;  // SdpaInputs' fused rotary embeddings
   Halide::Func rope_table;
+  // Grouped (prefill with a mask_mod range read from an input, split_gathered): the per-split
+  // stages, scores through split_result, index rows by query group, (..., i, g, h, b) for query
+  // g · query_group + i, and logits and weights are (j, s, i, g, h, b), each an update over the
+  // keys its group may see in the split (r_logit_keys in whole blocks of MaskInputs::score_keys,
+  // r_weight_keys). Their predicates depend on the group alone and read its range from an input,
+  // so Halide turns them into the key loops' bounds: Q·Kᵀ and exp stop at the range as P·V does.
+  // (Bounds inference cannot do it: a stage computed beside its consumers is bounded over their
+  // regions, given as separate min and max variables, so a load at the group is never one value.)
+  bool grouped = false;
+  Halide::RDom r_logit_keys, r_weight_keys;
 };
 
 // Exact float tests done on the bits. Halide compiles float compares with LLVM's no-NaN flag, so a
@@ -154,16 +164,19 @@ inline Halide::Expr is_minus_infinity(const Halide::Expr& x) {
 }
 
 // The scores after the masks and biases of `m` (see algorithm/masks.h for each piece).
-inline Halide::Expr masked_logits(const MaskInputs& m, Halide::Expr score, const AttentionVars& x) {
+// Query i (a position: a row of a query group, SdpaFuncs::grouped), key j, head h, batch b.
+inline Halide::Expr masked_logits(const MaskInputs& m, Halide::Expr score, const Halide::Expr& i,
+                                  const Halide::Expr& j, const Halide::Expr& h,
+                                  const Halide::Expr& b) {
   using namespace Halide;
-  if (m.score_mod) score = m.score_mod(score, x.i, x.j, x.h, x.b);
+  if (m.score_mod) score = m.score_mod(score, i, j, h, b);
   Expr capped = select(m.softcap > 0.0f, apply_softcap(score, m.softcap), score);
-  Expr additive = m.additive(x.j, x.i, x.h, x.b);
-  Expr biased = capped + alibi_bias(m, x.i, x.j, x.h) + additive;
-  Expr tensors_allow = m.allowed(x.j, x.i, x.h, x.b) != 0 && !is_minus_infinity(additive);
-  Expr visible = band_visible(m, x.i, x.j) && lengths_visible(m, x.i, x.j, x.b) &&
-                 (!m.has_bias || tensors_allow);
-  if (m.mask_mod) visible = visible && m.mask_mod(x.i, x.j, x.h, x.b);
+  Expr additive = m.additive(j, i, h, b);
+  Expr biased = capped + alibi_bias(m, i, j, h) + additive;
+  Expr tensors_allow = m.allowed(j, i, h, b) != 0 && !is_minus_infinity(additive);
+  Expr visible =
+      band_visible(m, i, j) && lengths_visible(m, i, j, b) && (!m.has_bias || tensors_allow);
+  if (m.mask_mod) visible = visible && m.mask_mod(i, j, h, b);
   return select(visible, select(m.has_bias, biased, score), Float(32).min());
 }
 
@@ -214,10 +227,12 @@ inline void combine_splits(
   // One Func holds everything a split hands on, so a schedule computes each split in one place:
   // (out, lse) at every feature, the lse repeated so the pair needs no clamp or select per feature.
   f.split_result = Func("split_result");
-  f.split_result(c, s, i, h, b) = Tuple(f.split_out(c, s, i, h, b), f.split_lse(s, i, h, b));
   Func results = f.split_result;
   if (group_visited) {
+    // The per-split stages are grouped (SdpaFuncs::grouped): rows (i, g).
     Var g = x.g, row = x.group_row;
+    f.split_result(c, s, i, g, h, b) =
+        Tuple(f.split_out(c, s, i, g, h, b), f.split_lse(s, i, g, h, b));
     const VisitedKeys keys = group_visited(g);
     f.split_gathered = Func("split_gathered");
     f.split_gathered(c, s, row, g, h, b) = Tuple(0.0f, Float(32).min());
@@ -226,9 +241,11 @@ inline void combine_splits(
     f.r_visited = RDom(0, num_splits, "r_visited");
     const RDom& r = f.r_visited;
     f.r_visited.where(keys.any_row && r >= keys.first / key_split && r <= keys.last / key_split);
-    f.split_gathered(c, r, row, g, h, b) = f.split_result(c, r, g * group + row, h, b);
+    f.split_gathered(c, r, row, g, h, b) = f.split_result(c, r, row, g, h, b);
     results = Func("split_results_gathered");
     results(c, s, i, h, b) = f.split_gathered(c, s, i % group, i / group, h, b);
+  } else {
+    f.split_result(c, s, i, h, b) = Tuple(f.split_out(c, s, i, h, b), f.split_lse(s, i, h, b));
   }
   auto split_lse = [&](const Expr& split) { return results(0, split, i, h, b)[1]; };
   f.r_s = RDom(0, num_splits, "r_s");
@@ -323,6 +340,22 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   // and assumes every split).
   Expr key_split = in.bf16_pairs ? max(in.key_split / 2, 1) * 2 : max(in.key_split, 1);
   Expr first_key = s * key_split;
+  // Grouped (SdpaFuncs::grouped): the per-split stages' rows are (i, g), query g · group + i.
+  f.grouped = f.masked && in.mask->mod_keys.defined() && !in.mask->single_group &&
+              in.mask->gather_mod_splits;
+  const Var g = x.g;
+  const Expr query = f.grouped ? g * in.mask->query_group + i : Expr(i);
+  // A per-split stage's arguments (Vars to define it, Exprs to call it): `lead`, then its rows,
+  // head and batch.
+  const auto with_rows = [&](auto lead) {
+    lead.push_back(i);
+    if (f.grouped) lead.push_back(g);
+    lead.push_back(h);
+    lead.push_back(b);
+    return lead;
+  };
+  const auto vars_of = [&](std::vector<Var> lead) { return with_rows(std::move(lead)); };
+  const auto rows_of = [&](std::vector<Expr> lead) { return with_rows(std::move(lead)); };
   // The key each reduction step reads.
   Expr key;
   // r_j's predicate on a raw key first_key + r (empty: none).
@@ -366,10 +399,11 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
       }
       return v;
     };
-    const VisitedKeys row_keys = masks_keys(i / group);
+    const Expr row_group = f.grouped ? Expr(g) : i / group;
+    const VisitedKeys row_keys = masks_keys(row_group);
     Expr lo = row_keys.first, hi = row_keys.last;
     visited = keys_of_group(mask.single_group ? Expr(0) : i / group);
-    if (mask.mod_keys.defined() && !mask.single_group && mask.gather_mod_splits) {
+    if (f.grouped) {
       group_visited = keys_of_group;
     }
     lo = max(lo, first_key);
@@ -381,7 +415,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     // blocks: on the range's edge they stop where the range does, as they do at the band's.
     Expr seen_lo = lo, seen_hi = hi;
     if (mod_keys_given) {
-      const VisitedKeys mod = keys_of_group(i / group);
+      const VisitedKeys mod = keys_of_group(row_group);
       seen_lo = max(lo, mod.first / kb * kb);
       seen_hi = min(hi, (mod.last + kb) / kb * kb - 1);
     }
@@ -397,11 +431,22 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     // query group to bounds inference, so the load is not a single point), and in the outer
     // loops they span Sk.
     key = mod_keys_given ? raw : clamp(raw, lo, hi);
+    if (f.grouped) {
+      // The keys of the split its group may see (SdpaFuncs::grouped). Logits go in whole blocks
+      // of score_keys (x within the block, y the block): the predicate is on the block alone, so
+      // it bounds the block loop though the schedule unrolls x.
+      const int sk = mask.score_keys;
+      f.r_logit_keys = RDom(0, sk, 0, (f.r_j.x.extent() + sk - 1) / sk, "r_logit_keys");
+      const Expr block_first = first_key + f.r_logit_keys.y * sk;
+      f.r_logit_keys.where(any_row && block_first + (sk - 1) >= seen_lo && block_first <= seen_hi);
+      f.r_weight_keys = RDom(0, f.r_j.x.extent(), "r_weight_keys");
+      f.r_weight_keys.where(visible_at(first_key + f.r_weight_keys.x));
+    }
   }
 
   f.q_scaled = Func("q_scaled");
   f.scores = Func("scores");
-  f.scores(j, i, h, b) = 0.0f;
+  f.scores(vars_of({j})) = 0.0f;
   Expr q_d, k_d, feature;
   if (in.bf16_pairs) {
     // Pairs of features: r_d.x within the pair, r_d.y the pair.
@@ -411,7 +456,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     f.key_pairs = Func("key_pairs");
     f.key_pairs(p, j, d, h, b) = in.k(2 * d + p, j, h, b);
     f.q_scaled(d, i, h, b) = in.q(d, i, h, b);  // not scaled: see SdpaInputs::bf16_pairs
-    q_d = cast<float>(f.q_scaled(feature, i, h, b));
+    q_d = cast<float>(f.q_scaled(feature, query, h, b));
     k_d = cast<float>(f.key_pairs(f.r_d.x, j, f.r_d.y, kv_head, b));
   } else if (in.feature_block > 1) {
     const int fb = in.feature_block;
@@ -422,26 +467,36 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     f.keys = Func("keys_padded");
     f.keys(d, j, h, b) = select(d < D, in.k(min(d, D - 1), j, h, b), 0.0f);
     f.q_scaled(d, i, h, b) = select(d < D, in.q(min(d, D - 1), i, h, b) * in.scale, 0.0f);
-    q_d = f.q_scaled(feature, i, h, b);
+    q_d = f.q_scaled(feature, query, h, b);
     k_d = f.keys(feature, j, kv_head, b);
   } else {
     feature = f.r_d;
     f.q_scaled(d, i, h, b) = in.q(d, i, h, b) * in.scale;
-    q_d = f.q_scaled(f.r_d, i, h, b);
+    q_d = f.q_scaled(f.r_d, query, h, b);
     k_d = in.k(f.r_d, j, kv_head, b);
   }
-  f.scores(j, i, h, b) += in.score_term ? in.score_term(q_d, k_d, feature) : q_d * k_d;
+  f.scores(rows_of({j})) += in.score_term ? in.score_term(q_d, k_d, feature) : q_d * k_d;
 
-  Expr score = f.scores(j, i, h, b);
+  Expr score = f.scores(rows_of({j}));
   if (in.bf16_pairs) score = in.scale * score;
   if (in.logit_of_score) score = in.logit_of_score(score);
   f.logits = Func("logits");
   if (f.masked) {
-    score = masked_logits(mask, score, x);
+    score = masked_logits(mask, score, query, j, h, b);
   } else if (f.hides_keys) {
     score = select(j < in.seq_k, score, Float(32).min());
   }
-  f.logits(j, i, h, b) = score;
+  // Grouped: logits and weights (j, s, i, g, h, b), each an update over the split's seen keys.
+  const auto logits_at = [&](const Expr& key_j) {
+    return f.grouped ? f.logits(rows_of({key_j, s})) : f.logits(rows_of({key_j}));
+  };
+  if (f.grouped) {
+    const Expr seen = first_key + f.r_logit_keys.y * mask.score_keys + f.r_logit_keys.x;
+    f.logits(vars_of({j, s})) = undef<float>();
+    f.logits(rows_of({seen, s})) = substitute(j.name(), seen, score);
+  } else {
+    f.logits(vars_of({j})) = score;
+  }
   if (f.masked) f.has_bias = in.mask->has_bias;
   // Plain bf16_pairs SDPA: v's own NaN/Inf reach the output as in the fp32 kernel (0 · NaN); past
   // Sk v is read as zeros.
@@ -468,30 +523,36 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     return is_const_one(stat_visible) ? value : select(stat_visible, value, hidden);
   };
   f.row_max = Func("row_max");
-  f.row_max(s, i, h, b) = Float(32).min();
-  f.row_max(s, i, h, b) =
-      max(f.row_max(s, i, h, b), visible_or(f.logits(stat_key, i, h, b), Float(32).min()));
-  Expr row_max = f.row_max(s, i, h, b);
+  f.row_max(vars_of({s})) = Float(32).min();
+  f.row_max(rows_of({s})) =
+      max(f.row_max(rows_of({s})), visible_or(logits_at(stat_key), Float(32).min()));
+  Expr row_max = f.row_max(rows_of({s}));
   Expr shift = f.hides_keys ? softmax_shift(row_max) : row_max;
 
   // exp(s - m) = 2^((s - m) * log2(e)); subtracting the max first keeps the rounding of the
   // multiply relative to the (small) distance from the max, not to the logit's magnitude.
   f.weights = Func("weights");
-  Expr weight_j = exp2_nonpositive((f.logits(j, i, h, b) - shift) * float(M_LOG2E), in.bf16_pairs);
+  Expr weight_j = exp2_nonpositive((logits_at(j) - shift) * float(M_LOG2E), in.bf16_pairs);
   if (in.bf16_pairs) {
-    f.weights(j, s, i, h, b) = Tuple(weight_j, round_to_bfloat16(weight_j));
+    f.weights(vars_of({j, s})) = Tuple(weight_j, round_to_bfloat16(weight_j));
   } else {
-    f.weights(j, s, i, h, b) = weight_j;
+    if (f.grouped) {
+      const Expr seen = first_key + f.r_weight_keys.x;
+      f.weights(vars_of({j, s})) = undef<float>();
+      f.weights(rows_of({seen, s})) = substitute(j.name(), seen, weight_j);
+    } else {
+      f.weights(vars_of({j, s})) = weight_j;
+    }
   }
 
   f.row_sum = Func("row_sum");
-  f.row_sum(s, i, h, b) = 0.0f;
-  f.row_sum(s, i, h, b) += visible_or(in.bf16_pairs ? Expr(f.weights(stat_key, s, i, h, b)[0])
-                                                    : Expr(f.weights(stat_key, s, i, h, b)),
-                                      0.0f);
+  f.row_sum(vars_of({s})) = 0.0f;
+  f.row_sum(rows_of({s})) += visible_or(in.bf16_pairs ? Expr(f.weights(rows_of({stat_key, s}))[0])
+                                                      : Expr(f.weights(rows_of({stat_key, s}))),
+                                        0.0f);
 
   f.weighted_sum = Func("weighted_sum");
-  f.weighted_sum(c, s, i, h, b) = 0.0f;
+  f.weighted_sum(vars_of({c, s})) = 0.0f;
   Expr weight, term;
   if (in.bf16_pairs) {
     // Pairs of keys: r_pairs.x within the pair, r_pairs.y the split's pair.
@@ -501,21 +562,21 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     Expr half_split = key_split / 2;
     f.r_pairs = RDom(0, 2, 0, half_split, "r_pairs");
     Expr pair = s * half_split + f.r_pairs.y;
-    weight = cast<float>(f.weights(2 * pair + f.r_pairs.x, s, i, h, b)[1]);
+    weight = cast<float>(f.weights(rows_of({2 * pair + f.r_pairs.x, s}))[1]);
     term = weight * cast<float>(f.value_pairs(f.r_pairs.x, c, pair, kv_head, b));
   } else {
-    weight = f.weights(key, s, i, h, b);
+    weight = f.weights(rows_of({key, s}));
     term = weight * in.v(c, key, kv_head, b);
   }
   if (f.hides_keys) term = select(f.values_finite, term, select(is_exact_zero(weight), 0.0f, term));
-  f.weighted_sum(c, s, i, h, b) += term;
+  f.weighted_sum(rows_of({c, s})) += term;
 
-  Expr row_sum = f.row_sum(s, i, h, b);
+  Expr row_sum = f.row_sum(rows_of({s}));
   f.split_out = Func("split_out");
-  f.split_out(c, s, i, h, b) =
-      normalized_output(f.weighted_sum(c, s, i, h, b), row_sum, f.hides_keys);
+  f.split_out(vars_of({c, s})) =
+      normalized_output(f.weighted_sum(rows_of({c, s})), row_sum, f.hides_keys);
   f.split_lse = Func("split_lse");
-  f.split_lse(s, i, h, b) = row_logsumexp(row_max, row_sum, f.hides_keys);
+  f.split_lse(vars_of({s})) = row_logsumexp(row_max, row_sum, f.hides_keys);
 
   combine_splits(f, key_split, (in.seq_k + key_split - 1) / key_split, visited, group_visited,
                  f.masked ? in.mask->query_group : 1);

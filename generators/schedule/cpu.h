@@ -196,23 +196,42 @@ inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Va
   // Q·Kᵀ: the split's logits stored key-major; each score_queries × score_keys block of scores is
   // accumulated in registers over d, then masked and copied out.
   Func scores_tile = f.logits;
-  scores_tile.compute_at(at)
-      .reorder_storage(x.i, x.j, x.h, x.b)
-      .split(x.j, blk_j, lane_j, t.score_keys)
-      .split(x.i, blk_i, lane_i, t.score_queries)
-      .reorder(lane_i, lane_j, blk_i, blk_j)
-      .vectorize(lane_i, t.vector)
-      .unroll(lane_i)
-      .unroll(lane_j);
-  // Calls without biases skip the bias terms and the mask tensors.
-  if (f.masked) scores_tile.specialize(f.has_bias);
-  for (const Expr& form : f.logit_cases) scores_tile.specialize(form);
-  f.scores.compute_at(scores_tile, blk_i)
-      .reorder_storage(x.i, x.j, x.h, x.b)
-      .reorder(x.i, x.j)
-      .vectorize(x.i, t.vector)
-      .unroll(x.i)
-      .unroll(x.j);
+  if (f.grouped) {
+    // The same blocks over the keys the group may see (SdpaFuncs::r_logit_keys), an update.
+    const RVar lane_r(f.r_logit_keys.x), blk_r(f.r_logit_keys.y);
+    f.logits.compute_at(at).reorder_storage(x.i, x.j, x.s, x.g, x.h, x.b);
+    Stage blocks = f.logits.update();
+    blocks.split(x.i, blk_i, lane_i, t.score_queries)
+        .reorder(lane_i, lane_r, blk_i, blk_r, x.s, x.g, x.h, x.b)
+        .vectorize(lane_i, t.vector)
+        .unroll(lane_i)
+        .unroll(lane_r);
+    if (f.masked) blocks.specialize(f.has_bias);
+    f.scores.compute_at(f.logits, blk_i)
+        .reorder_storage(x.i, x.j, x.g, x.h, x.b)
+        .reorder(x.i, x.j)
+        .vectorize(x.i, t.vector)
+        .unroll(x.i)
+        .unroll(x.j);
+  } else {
+    scores_tile.compute_at(at)
+        .reorder_storage(x.i, x.j, x.h, x.b)
+        .split(x.j, blk_j, lane_j, t.score_keys)
+        .split(x.i, blk_i, lane_i, t.score_queries)
+        .reorder(lane_i, lane_j, blk_i, blk_j)
+        .vectorize(lane_i, t.vector)
+        .unroll(lane_i)
+        .unroll(lane_j);
+    // Calls without biases skip the bias terms and the mask tensors.
+    if (f.masked) scores_tile.specialize(f.has_bias);
+    for (const Expr& form : f.logit_cases) scores_tile.specialize(form);
+    f.scores.compute_at(scores_tile, blk_i)
+        .reorder_storage(x.i, x.j, x.h, x.b)
+        .reorder(x.i, x.j)
+        .vectorize(x.i, t.vector)
+        .unroll(x.i)
+        .unroll(x.j);
+  }
   f.scores.update().reorder(x.i, x.j, f.r_d).vectorize(x.i, t.vector).unroll(x.i).unroll(x.j);
   // Other score forms cost far more per term than an FMA: unrolling them only slows compiles.
   for (int head_dim : f.dot_score ? std::vector<int>{64, 128} : std::vector<int>{}) {
@@ -226,10 +245,15 @@ inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Va
   // Softmax statistics, vectorized across the tile's queries.
   f.row_max.compute_at(at).vectorize(x.i, t.vector);
   f.row_max.update().reorder(x.i, f.r_j).vectorize(x.i, t.vector);
-  f.weights.compute_at(at)
-      .reorder_storage(x.i, x.j, x.s, x.h, x.b)
-      .reorder(x.i, x.j)
-      .vectorize(x.i, t.vector);
+  if (f.grouped) {
+    f.weights.compute_at(at).reorder_storage(x.i, x.j, x.s, x.g, x.h, x.b);
+    f.weights.update().reorder(x.i, f.r_weight_keys.x, x.s, x.g, x.h, x.b).vectorize(x.i, t.vector);
+  } else {
+    f.weights.compute_at(at)
+        .reorder_storage(x.i, x.j, x.s, x.h, x.b)
+        .reorder(x.i, x.j)
+        .vectorize(x.i, t.vector);
+  }
   f.row_sum.compute_at(at).vectorize(x.i, t.vector);
   f.row_sum.update().reorder(x.i, f.r_j).vectorize(x.i, t.vector);
 

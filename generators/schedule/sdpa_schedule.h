@@ -88,6 +88,7 @@ inline SdpaPlan sdpa_plan(const Halide::Target& target, const Halide::Target& ti
 inline void set_mask_blocks(MaskInputs& mask, const SdpaPlan& p) {
   mask.query_group = p.gpu ? p.gpu_tiling.query_tile : p.cpu.query_tile;
   mask.key_block = p.gpu ? p.gpu_tiling.key_block : p.cpu.mask_key_block;
+  mask.score_keys = p.gpu ? 1 : std::max(p.cpu.score_keys, 1);
 }
 
 // The GPU schedule stages and loads q and k in whole blocks of features (SdpaInputs::

@@ -27,7 +27,7 @@ namespace attention {
 namespace {
 
 // Keys per prefill split when a mod's key ranges skip whole splits.
-constexpr int32_t kSkippedBlockKeys = 256;
+constexpr int32_t kSkippedBlockKeys = 512;
 
 bool same_type(const halide_type_t& a, const halide_type_t& b) {
   return a.code == b.code && a.bits == b.bits && a.lanes == b.lanes;
@@ -507,10 +507,11 @@ Status mod_attention(const ModKernels& kernels, const TensorView& q, const Tenso
   if (takes_input(md, "key_ranges")) {
     ATTENTION_RETURN_IF_ERROR(check_key_ranges_kernel(mod, kernels, kernel));
     const int64_t groups = (Sq + info.prefill.query_tile - 1) / info.prefill.query_tile;
-    // Splits are the skipped blocks: at most 256 keys (1x8x2048x64 causal, AVX2, the causal mod
-    // against the built-in causal kernel: 256-key splits 1.09x, 512 1.10x, since a tile's rows
-    // also stop at its range inside a split; before that 512 1.33x, 256 1.23x, 128 1.24x, 64
-    // 1.32x; 8 documents in 4096 tokens: 256 the fastest too).
+    // Splits are the skipped blocks: at most 512 keys. Inside a visited split every stage stops
+    // at the tile's range (SdpaFuncs::grouped), so a larger split wastes nothing and costs fewer
+    // split results (1x8x2048x64, AVX2, against the built-in kernels: causal mod 1.13x at 512
+    // against 1.11-1.22x at 256, window 512 1.08-1.16x against 1.23-1.28x; 8 documents in 4096
+    // tokens 72-81 ms against 81-83; bench/RESULTS.md).
     t.key_split = std::min<int32_t>(t.key_split, kSkippedBlockKeys);
     ranges.resize(static_cast<size_t>(B * H * groups * 2));
     t.key_ranges = TensorView::contiguous(ranges.data(), DType::Int32, {B, H, groups, 2});
