@@ -196,6 +196,7 @@ inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Va
   // Q·Kᵀ: the split's logits stored key-major; each score_queries × score_keys block of scores is
   // accumulated in registers over d, then masked and copied out.
   Func scores_tile = f.logits;
+  std::vector<Var> scores_storage{x.i, x.j, x.h, x.b};
   if (f.grouped) {
     // The same blocks over the keys the group may see (SdpaFuncs::r_logit_keys), an update.
     const RVar lane_r(f.r_logit_keys.x), blk_r(f.r_logit_keys.y);
@@ -207,12 +208,7 @@ inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Va
         .unroll(lane_i)
         .unroll(lane_r);
     if (f.masked) blocks.specialize(f.has_bias);
-    f.scores.compute_at(f.logits, blk_i)
-        .reorder_storage(x.i, x.j, x.g, x.h, x.b)
-        .reorder(x.i, x.j)
-        .vectorize(x.i, t.vector)
-        .unroll(x.i)
-        .unroll(x.j);
+    scores_storage.insert(scores_storage.begin() + 2, x.g);
   } else {
     scores_tile.compute_at(at)
         .reorder_storage(x.i, x.j, x.h, x.b)
@@ -225,13 +221,14 @@ inline void schedule_prefill_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Va
     // Calls without biases skip the bias terms and the mask tensors.
     if (f.masked) scores_tile.specialize(f.has_bias);
     for (const Expr& form : f.logit_cases) scores_tile.specialize(form);
-    f.scores.compute_at(scores_tile, blk_i)
-        .reorder_storage(x.i, x.j, x.h, x.b)
-        .reorder(x.i, x.j)
-        .vectorize(x.i, t.vector)
-        .unroll(x.i)
-        .unroll(x.j);
   }
+  // One register block: blk_i is the last stage's, the update's when grouped.
+  f.scores.compute_at(scores_tile, blk_i)
+      .reorder_storage(scores_storage)
+      .reorder(x.i, x.j)
+      .vectorize(x.i, t.vector)
+      .unroll(x.i)
+      .unroll(x.j);
   f.scores.update().reorder(x.i, x.j, f.r_d).vectorize(x.i, t.vector).unroll(x.i).unroll(x.j);
   // Other score forms cost far more per term than an FMA: unrolling them only slows compiles.
   for (int head_dim : f.dot_score ? std::vector<int>{64, 128} : std::vector<int>{}) {
