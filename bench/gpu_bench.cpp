@@ -32,7 +32,10 @@ namespace {
 
 struct Shape {
   int64_t B, H, Sq, Sk, D;
-  double flops() const { return 4.0 * B * H * Sq * Sk * D; }  // Q·Kᵀ and P·V, 2 flops per FMA
+  int64_t Hkv = 0;  // kv heads (GQA); 0: H
+  // Q·Kᵀ and P·V, 2 flops per FMA.
+  double flops() const { return 4.0 * B * H * Sq * Sk * D; }
+  int64_t kv_heads() const { return Hkv > 0 ? Hkv : H; }
 };
 
 // The device's name and limits, from the CUDA driver's attributes.
@@ -128,10 +131,11 @@ std::vector<double> naive_row(const Shape& s, const std::vector<float>& q,
                               int64_t h, int64_t i) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.D));
   const float* qi = &q[((b * s.H + h) * s.Sq + i) * s.D];
+  const int64_t kv = b * s.kv_heads() + h / (s.H / s.kv_heads());
   std::vector<double> scores(s.Sk);
   double top = -INFINITY;
   for (int64_t j = 0; j < s.Sk; ++j) {
-    const float* kj = &k[((b * s.H + h) * s.Sk + j) * s.D];
+    const float* kj = &k[(kv * s.Sk + j) * s.D];
     double dot = 0;
     for (int64_t d = 0; d < s.D; ++d) dot += double(qi[d]) * kj[d];
     scores[j] = dot * scale;
@@ -142,7 +146,7 @@ std::vector<double> naive_row(const Shape& s, const std::vector<float>& q,
   for (int64_t j = 0; j < s.Sk; ++j) {
     const double w = std::exp(scores[j] - top);
     sum += w;
-    for (int64_t c = 0; c < s.D; ++c) row[c] += w * v[((b * s.H + h) * s.Sk + j) * s.D + c];
+    for (int64_t c = 0; c < s.D; ++c) row[c] += w * v[(kv * s.Sk + j) * s.D + c];
   }
   for (double& x : row) x /= sum;
   return row;
@@ -172,7 +176,7 @@ void set_counters(benchmark::State& state, const Shape& s, size_t kv_bytes = siz
                                                benchmark::Counter::kIsIterationInvariantRate);
   const double bandwidth = cuda().limits.bandwidth_gbs;
   if (s.Sq == 1 && bandwidth > 0) {  // decode streams K and V once
-    const double bytes = 2.0 * s.B * s.H * s.Sk * s.D * kv_bytes;
+    const double bytes = 2.0 * s.B * s.kv_heads() * s.Sk * s.D * kv_bytes;
     state.counters["GB/s"] =
         benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
     state.counters["%bw"] = benchmark::Counter(bytes * 1e-9 * 100.0 / bandwidth,
@@ -204,8 +208,8 @@ void BM_CudaDevicePointers(benchmark::State& state, Shape s, Types types) {
   Cuda& gpu = cuda();
   if (!gpu.ready) return state.SkipWithError("CUDA device memory could not be set up");
   std::vector<float> q = random_values(s.B * s.H * s.Sq * s.D, 1),
-                     k = random_values(s.B * s.H * s.Sk * s.D, 2),
-                     v = random_values(s.B * s.H * s.Sk * s.D, 3);
+                     k = random_values(s.B * s.kv_heads() * s.Sk * s.D, 2),
+                     v = random_values(s.B * s.kv_heads() * s.Sk * s.D, 3);
   std::vector<float> out(q.size());
   const bool half_kv = types.kv != attention::DType::Float32;
   const attention::DType q_type = types.all_half ? types.kv : attention::DType::Float32;
@@ -223,8 +227,8 @@ void BM_CudaDevicePointers(benchmark::State& state, Shape s, Types types) {
                : gpu.upload(narrow.data(), narrow.size() * sizeof(uint16_t), dtype, shape);
   };
   const attention::TensorView dq = upload(q, q16, q_type, {s.B, s.H, s.Sq, s.D}),
-                              dk = upload(k, k16, types.kv, {s.B, s.H, s.Sk, s.D}),
-                              dv = upload(v, v16, types.kv, {s.B, s.H, s.Sk, s.D}),
+                              dk = upload(k, k16, types.kv, {s.B, s.kv_heads(), s.Sk, s.D}),
+                              dv = upload(v, v16, types.kv, {s.B, s.kv_heads(), s.Sk, s.D}),
                               dout = upload(out, out16, q_type, {s.B, s.H, s.Sq, s.D});
   auto call = [&] {
     const attention::Status status = attention::scaled_dot_product_attention(dq, dk, dv, dout);
@@ -418,8 +422,9 @@ const Shape kShapes[] = {{1, 16, 4096, 4096, 128},
                          {1, 32, 1, 4096, 128}};
 
 std::string name(const char* backend, const Shape& s) {
-  return std::string(backend) + "/B" + std::to_string(s.B) + "_H" + std::to_string(s.H) + "_Sq" +
-         std::to_string(s.Sq) + "_Sk" + std::to_string(s.Sk) + "_D" + std::to_string(s.D);
+  const std::string kv = s.Hkv > 0 ? "_Hkv" + std::to_string(s.Hkv) : "";
+  return std::string(backend) + "/B" + std::to_string(s.B) + "_H" + std::to_string(s.H) + kv +
+         "_Sq" + std::to_string(s.Sq) + "_Sk" + std::to_string(s.Sk) + "_D" + std::to_string(s.D);
 }
 
 }  // namespace
@@ -432,6 +437,12 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("gpu_bandwidth_gbs", std::to_string(limits.bandwidth_gbs));
   for (const Shape& s : kShapes) {
     benchmark::RegisterBenchmark(name("cuda", s).c_str(), BM_CudaDevicePointers, s, Types{})
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
+  // GQA decode (issue 21): 32 query heads over 8 kv heads against 8 over 8, the same KV bytes.
+  for (const Shape& s : {Shape{1, 32, 1, 4096, 128, 8}, Shape{1, 8, 1, 4096, 128, 8}}) {
+    benchmark::RegisterBenchmark(name("cuda_gqa", s).c_str(), BM_CudaDevicePointers, s, Types{})
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }

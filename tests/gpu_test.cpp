@@ -802,5 +802,141 @@ TEST(GpuWorkspace, ChunkedCallsMatchWholeCalls) {
   }
 }
 
+// detail::gqa_rows: a GQA decode call's query heads as rows of their kv head. Head kv·group + g's
+// row i is row g·Sq + i of kv head kv, in the views' own strides.
+TEST(GpuGqaRows, GroupHeadsBecomeRowsOfTheirKvHead) {
+  using attention::TensorView;
+  float storage = 0.0f;
+  // One row per head, heads 40 floats apart (padded): rows step by the head stride.
+  const TensorView q = TensorView::strided(&storage, {2, 8, 1, 32}, {320, 40, 40, 1});
+  const TensorView out = TensorView::contiguous(&storage, {2, 8, 1, 24});
+  const TensorView lse = TensorView::contiguous(&storage, {2, 8, 1});
+  attention::MaskOptions mask;
+  mask.causal = attention::Causal::BottomRight;  // one row: it sees every key
+  mask.softcap = 30.0f;
+  attention::detail::GqaRows rows;
+  ASSERT_TRUE(attention::detail::gqa_rows(q, out, lse, mask, 4, &rows));
+  using Dims = std::array<int64_t, attention::kMaxRank>;
+  EXPECT_EQ(rows.q.shape, (Dims{2, 2, 4, 32}));
+  EXPECT_EQ(rows.q.strides, (Dims{320, 160, 40, 1}));
+  EXPECT_EQ(rows.out.shape, (Dims{2, 2, 4, 24}));
+  EXPECT_EQ(rows.out.strides, (Dims{192, 96, 24, 1}));
+  EXPECT_EQ(rows.lse.rank, 3);
+  EXPECT_EQ((Dims{rows.lse.shape[0], rows.lse.shape[1], rows.lse.shape[2], 0}), (Dims{2, 2, 4, 0}));
+  EXPECT_EQ((Dims{rows.lse.strides[0], rows.lse.strides[1], rows.lse.strides[2], 0}),
+            (Dims{8, 4, 1, 0}));
+  EXPECT_EQ(rows.mask.causal, attention::Causal::None);
+  EXPECT_EQ(rows.mask.softcap, 30.0f);
+
+  // Two rows packed per head: rows keep their stride, kv heads step over the group's heads.
+  const TensorView q2 = TensorView::contiguous(&storage, {1, 6, 2, 16});
+  const TensorView out2 = TensorView::contiguous(&storage, {1, 6, 2, 16});
+  attention::detail::GqaRows rows2;
+  ASSERT_TRUE(attention::detail::gqa_rows(q2, out2, TensorView{}, {}, 3, &rows2));
+  EXPECT_EQ(rows2.q.shape, (Dims{1, 2, 6, 16}));
+  EXPECT_EQ(rows2.q.strides, (Dims{192, 96, 16, 1}));
+  EXPECT_EQ(rows2.lse.data, nullptr);
+}
+
+// Calls whose rows differ by head or position, that are not decode, without GQA, or whose heads
+// and rows do not continue one stride keep the per-head path.
+TEST(GpuGqaRows, OnlyCallsWhoseRowsAreAlike) {
+  using attention::TensorView;
+  float storage = 0.0f;
+  const TensorView q = TensorView::contiguous(&storage, {1, 8, 1, 16});
+  const TensorView q2 = TensorView::contiguous(&storage, {1, 8, 2, 16});
+  attention::detail::GqaRows rows;
+  const auto alike = [&](const attention::MaskOptions& mask, const TensorView& view,
+                         int64_t group) {
+    return attention::detail::gqa_rows(view, view, TensorView{}, mask, group, &rows);
+  };
+  attention::MaskOptions none, key_lengths;
+  int32_t lengths[1] = {5};
+  key_lengths.key_lengths = TensorView::contiguous(lengths, attention::DType::Int32, {1});
+  EXPECT_TRUE(alike(none, q, 4));
+  EXPECT_TRUE(alike(key_lengths, q, 2));
+  EXPECT_FALSE(alike(none, q, 1)) << "no GQA";
+  EXPECT_FALSE(alike(none, TensorView::contiguous(&storage, {1, 8, 3, 16}), 4))
+      << "three rows: the prefill kernel's call";
+  attention::MaskOptions mask;
+  mask.causal = attention::Causal::BottomRight;
+  EXPECT_FALSE(alike(mask, q2, 4)) << "bottom-right causal of two rows";
+  mask.causal = attention::Causal::TopLeft;
+  EXPECT_FALSE(alike(mask, q, 4)) << "top-left causal";
+  mask.causal = attention::Causal::BottomRight;
+  mask.window = 8;
+  EXPECT_FALSE(alike(mask, q, 4)) << "a window";
+  mask = {};
+  mask.alibi = true;
+  EXPECT_FALSE(alike(mask, q, 4)) << "ALiBi slopes per head";
+  mask = {};
+  mask.query_lengths = key_lengths.key_lengths;
+  EXPECT_FALSE(alike(mask, q, 4)) << "query lengths";
+  mask = {};
+  uint8_t hidden[8] = {};
+  mask.bool_mask = TensorView::contiguous(hidden, attention::DType::Bool, {1, 8, 1, 1});
+  EXPECT_FALSE(alike(mask, q, 4)) << "a mask tensor";
+  // [B, S, H, D] memory order: two rows of a head are not one stride from the next head's.
+  EXPECT_FALSE(alike(none, TensorView::strided(&storage, {1, 8, 2, 16}, {256, 16, 128, 1}), 4));
+  // A logsumexp whose heads are not adjacent would give the kernel rows that are not dense.
+  const TensorView padded_lse = TensorView::strided(&storage, {1, 8, 1}, {64, 4, 1});
+  EXPECT_FALSE(attention::detail::gqa_rows(q, q, padded_lse, none, 4, &rows));
+  EXPECT_TRUE(attention::detail::gqa_rows(q, q, TensorView::contiguous(&storage, {1, 8, 1}), none,
+                                          4, &rows));
+}
+
+// GQA decode on the GPU backend here (PoCL's OpenCL in CI) against the double reference: dense,
+// padded and position-major views, one and two rows, with no mask, key lengths with softcap, and
+// bottom-right causal (of one row: the heads as rows; of two: per head), logsumexp given.
+TEST(GpuGqaRows, DecodeMatchesReference) {
+  const std::optional<Backend> backend = gpu_backend();
+  if (!backend) GTEST_SKIP() << "no GPU backend available here";
+  const uint64_t seed = seed_for_current_test();
+  MaskSpec lengths;
+  lengths.key_lengths = true;
+  lengths.softcap = 20.0f;
+  MaskSpec causal;
+  causal.causal = attention::Causal::BottomRight;
+  causal.key_lengths = true;
+  const MaskSpec* const specs[] = {nullptr, &lengths, &causal};
+  for (Layout layout : kAllLayouts) {
+    for (int64_t Sq : {1, 2}) {
+      for (const MaskSpec* spec : specs) {
+        SdpaCase c = sdpa_case(2, 8, 2, Sq, 300, 32, 24).layout(layout).with_logsumexp();
+        SCOPED_TRACE(describe(c) + (spec ? ", " + describe(*spec) : "") + ", " + seed_note(seed));
+        SdpaTensors t(c, seed);
+        std::optional<MaskTensors> masks;
+        attention::SdpaOptions options;
+        options.backend = *backend;
+        if (spec) {
+          masks.emplace(*spec, c, seed + 1);
+          options.mask = masks->options;
+        }
+        options.logsumexp = t.lse.view();
+        // Dense views run as rows except bottom-right causal of two rows.
+        attention::detail::GqaRows rows;
+        const bool as_rows = attention::detail::gqa_rows(t.q.view(), t.out.view(), t.lse.view(),
+                                                         options.mask, c.H / c.Hkv, &rows);
+        if (layout == Layout::kDense) {
+          EXPECT_EQ(as_rows, Sq == 1 || spec != &causal);
+        }
+        t.out.poison();
+        t.lse.poison();
+        const attention::Status status = attention::scaled_dot_product_attention(
+            t.q.view(), t.k.view(), t.v.view(), t.out.view(), options);
+        ASSERT_TRUE(status.ok()) << status.message();
+        std::vector<double> reference_out, reference_lse;
+        reference_sdpa(t.q.view(), t.k.view(), t.v.view(), c.effective_scale(), &reference_out,
+                       &reference_lse, spec ? &options.mask : nullptr);
+        EXPECT_TRUE(matches_reference(t.out.to_dense(), reference_out, t.out.shape()));
+        EXPECT_TRUE(matches_reference(t.lse.to_dense(), reference_lse, t.lse.shape(), Domain::Log))
+            << "in logsumexp";
+        EXPECT_TRUE(t.out.outside_view_holds(std::numeric_limits<float>::quiet_NaN()));
+        EXPECT_TRUE(t.lse.outside_view_holds(std::numeric_limits<float>::quiet_NaN()));
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace attention_test

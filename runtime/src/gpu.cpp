@@ -240,6 +240,42 @@ int cuda_stream_of(void* user_context, void* context, void** stream) {
   return 0;
 }
 
+namespace {
+
+// [B, H, Sq, ...] as [B, H / group, group · Sq, ...], when heads and rows merge into one stride.
+bool heads_as_rows(const TensorView& t, int64_t group, TensorView* view) {
+  const int64_t Sq = t.shape[2];
+  if (Sq != 1 && t.strides[1] != Sq * t.strides[2]) return false;
+  *view = t;
+  view->shape[1] = t.shape[1] / group;
+  view->strides[1] = t.strides[1] * group;
+  view->shape[2] = Sq * group;
+  view->strides[2] = Sq == 1 ? t.strides[1] : t.strides[2];
+  return true;
+}
+
+}  // namespace
+
+bool gqa_rows(const TensorView& q, const TensorView& out, const TensorView& lse,
+              const MaskOptions& mask, int64_t group, GqaRows* rows) {
+  const int64_t Sq = q.shape[2];
+  if (group <= 1 || Sq < 1 || Sq > attention_contract::kDecodeMaxQueries) return false;
+  GqaRows r;
+  r.mask = mask;
+  if (Sq == 1 && mask.causal == Causal::BottomRight && mask.window < 0)
+    r.mask.causal = Causal::None;
+  const bool same_for_every_row = r.mask.causal == Causal::None && r.mask.window < 0 &&
+                                  !given(r.mask.query_lengths) && !given(r.mask.bool_mask) &&
+                                  !given(r.mask.additive_mask) && !r.mask.alibi &&
+                                  !given(r.mask.alibi_slopes);
+  if (!same_for_every_row || !heads_as_rows(q, group, &r.q) || !heads_as_rows(out, group, &r.out))
+    return false;
+  // logsumexp's rows are the kernels' innermost dimension, which must be dense.
+  if (given(lse) && (!heads_as_rows(lse, group, &r.lse) || r.lse.strides[2] != 1)) return false;
+  *rows = r;
+  return true;
+}
+
 Status check_gpu_strides(const std::vector<NamedView>& tensors) {
   for (const NamedView& t : tensors) {
     if (!given(*t.view)) continue;

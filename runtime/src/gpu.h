@@ -37,6 +37,22 @@ Status resolve_device_options(const DeviceOptions& device, const std::vector<Nam
 // library (our hook, installed with the context hooks), else what the previous hook says.
 int cuda_stream_of(void* user_context, void* context, void** stream);
 
+// GQA decode on the GPU as one head's rows: with `group` query heads per kv head (group > 1) and
+// at most kDecodeMaxQueries rows, a call whose mask treats every row of every head alike (none,
+// key lengths, softcap; bottom-right causal of one row, which hides no key) equals the call on
+// q [B, Hkv, group·Sq, D], out [B, Hkv, group·Sq, Dv] and logsumexp [B, Hkv, group·Sq]: query
+// head kv·group + g's row i is row g·Sq + i of kv head kv. The decode kernel's blocks then read
+// each split of k and v once per tile of those rows instead of once per query head. Views qualify
+// when a head's rows and the next head's continue one stride (one row, or rows packed per head),
+// for logsumexp a dense one.
+// Returns false, `rows` untouched, for calls that do not qualify.
+struct GqaRows {
+  TensorView q, out, lse;  // lse: only when given
+  MaskOptions mask;        // the call's, bottom-right causal of one row dropped
+};
+bool gqa_rows(const TensorView& q, const TensorView& out, const TensorView& lse,
+              const MaskOptions& mask, int64_t group, GqaRows* rows);
+
 // Halide's device copies and wrapped device pointers need non-negative strides (its OpenCL and
 // CUDA runtimes abort otherwise): a GPU call with a reversed dimension is refused up front.
 Status check_gpu_strides(const std::vector<NamedView>& tensors);

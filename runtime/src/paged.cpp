@@ -232,11 +232,27 @@ Status plan_paged_chunks(const attention_contract::GpuTiling& t, const PagedShap
 // their batch and head indices (the kernel takes the GQA group from q's heads over the pools').
 // The pools are copied to the device (host tensors) or wrapped (Device::CUDA) once per window of
 // kv heads, shared by consecutive chunks.
-// `chunks`: plan_paged_chunks's.
+// `chunks`: plan_paged_chunks's. GQA decode runs with each group's heads as rows of its kv head
+// where the mask allows (detail::gqa_rows), in chunks planned again for that shape (their least
+// workspace is no larger than the call's).
 Status run_paged_gpu(detail::Run run, const TensorView& q, const PagedKvCache& cache,
                      const TensorView& out, const SdpaOptions& options, float scale,
                      const PagedShape& s, const std::vector<PagedChunk>& chunks) {
   const auto& kernel = detail::paged_decode_kernel(run, cache.k.dtype);
+  detail::GqaRows grouped;
+  if (detail::gqa_rows(q, out, options.logsumexp, options.mask, s.H / s.Hkv, &grouped)) {
+    PagedShape rows = s;
+    rows.H = s.Hkv;
+    rows.Sq = s.Sq * (s.H / s.Hkv);
+    SdpaOptions rows_options = options;
+    rows_options.mask = grouped.mask;
+    rows_options.logsumexp = grouped.lse;
+    std::vector<PagedChunk> rows_chunks;
+    ATTENTION_RETURN_IF_ERROR(plan_paged_chunks(detail::kernel_gpu_tiling(kernel.name), rows,
+                                                options.gpu, &rows_chunks));
+    return run_paged_gpu(run, grouped.q, cache, grouped.out, rows_options, scale, rows,
+                         rows_chunks);  // one head per kv head now: no further regrouping
+  }
   const int32_t key_split = detail::kernel_gpu_tiling(kernel.name).split_keys;
   const MaskOptions m = paged_mask(options, cache);
   const bool lse_given = detail::given(options.logsumexp);

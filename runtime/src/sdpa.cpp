@@ -58,12 +58,20 @@ Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorVie
 // batch and head indices (so the per-batch and per-head mask pieces are read whole). Consecutive
 // chunks of the same batches and heads share k and v. `half_kv`: a decode row over a half KV cache
 // (detail::gpu_half_kv_decode) for k and v of that type, whose kernels read them as raw bits.
-Status run_gpu(detail::Run run, const TensorView& q, const TensorView& k, const TensorView& v,
-               const TensorView& out, const TensorView& lse, float scale,
+// GQA decode runs with each group's heads as rows of its kv head where the mask allows
+// (detail::gqa_rows).
+Status run_gpu(detail::Run run, const TensorView& call_q, const TensorView& k, const TensorView& v,
+               const TensorView& call_out, const TensorView& call_lse, float scale,
                const SdpaOptions& options, const detail::HalfKvDecodeRow* half_kv = nullptr) {
-  const MaskOptions& m = options.mask;
+  const int64_t call_rows = call_q.shape[2];  // picks the kernel: decode stays decode
+  detail::GqaRows grouped;
+  const bool as_rows = k.shape[1] > 0 && detail::gqa_rows(call_q, call_out, call_lse, options.mask,
+                                                          call_q.shape[1] / k.shape[1], &grouped);
+  const TensorView &q = as_rows ? grouped.q : call_q, &out = as_rows ? grouped.out : call_out,
+                   &lse = as_rows ? grouped.lse : call_lse;
+  const MaskOptions& m = as_rows ? grouped.mask : options.mask;
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Sk = k.shape[2];
-  const int64_t group = H / k.shape[1];  // query heads per kv head
+  const int64_t group = H / k.shape[1];  // query heads per kv head (1 as rows)
   // The buffers outlive `call`, whose destructor releases their device memory (the chunks' too,
   // when a chunk fails).
   std::deque<detail::HalideView> chunk_views;
@@ -73,7 +81,7 @@ Status run_gpu(detail::Run run, const TensorView& q, const TensorView& k, const 
   // `masked`: std::true_type for the masked kernels (their arguments differ).
   const auto run_chunks = [&](const auto& pair, auto masked) -> Status {
     const detail::KernelChoice choice =
-        detail::choose_gpu_kernel(pair.prefill.name, pair.decode.name, Sq);
+        detail::choose_gpu_kernel(pair.prefill.name, pair.decode.name, call_rows);
     const auto& kernel = pair[choice];
     std::vector<detail::GpuChunk> chunks;
     ATTENTION_RETURN_IF_ERROR(detail::plan_gpu_chunks(detail::kernel_gpu_tiling(kernel.name), B, H,
