@@ -6,7 +6,8 @@
 //   - paged/bs<N>: decode over a paged KV cache (paged_attention, blocks of N positions in
 //     shuffled order) against paged/contiguous: the same keys as [B, Hkv, S, D] tensors
 //     (scaled_dot_product_attention). Both rotate through copies of their KV, 256 MiB or more in
-//     all, so no call finds it in L3; GB/s counts the K and V bytes read;
+//     all, so no call finds it in L3; GB/s counts the K and V bytes read. paged/bs<N>_heads_slots:
+//     the same pool as [blocks, Hkv, N, D] (PagedKvLayout::BlocksHeadsSlots);
 //   - rope/apply: apply_rotary_embedding alone (GB/s of x read and out written), and
 //     rope/separate_pass: rotating q and k, then SDPA, against rope/sdpa_alone: the same SDPA on
 //     already rotated q and k (what RoPE adds to a prefill call when it is a separate pass), and
@@ -182,14 +183,16 @@ double paged_kv_bytes(const PagedShape& s) {
 // every copy's blocks in shuffled order with one block table per copy.
 struct PagedProblem {
   int copies = 1;
+  bool heads_slots = false;  // pool blocks [Hkv, block_size, D] instead of [block_size, Hkv, D]
   std::vector<float> q, k, v;                   // contiguous copies, one after the other
-  std::vector<float> pool_k, pool_v;            // [blocks, block_size, Hkv, D]
+  std::vector<float> pool_k, pool_v;            // [blocks, block_size, Hkv, D] (or heads_slots)
   std::vector<std::vector<int32_t>> tables;     // per copy: [B, S / block_size]
   std::vector<int32_t> seq_lens;
 };
 
-PagedProblem make_paged(const PagedShape& s, int64_t block_size) {
+PagedProblem make_paged(const PagedShape& s, int64_t block_size, bool heads_slots) {
   PagedProblem p;
+  p.heads_slots = heads_slots;
   p.copies = std::max(2, static_cast<int>(std::ceil(kPagedRotationBytes / paged_kv_bytes(s))));
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
@@ -219,7 +222,8 @@ PagedProblem make_paged(const PagedShape& s, int64_t block_size) {
         for (int64_t slot = 0; slot < block_size; ++slot)
           for (int64_t h = 0; h < Hkv; ++h) {
             const int64_t from = ((b * Hkv + h) * S + n * block_size + slot) * D;
-            const int64_t to = ((id * block_size + slot) * Hkv + h) * D;
+            const int64_t to = heads_slots ? ((id * Hkv + h) * block_size + slot) * D
+                                           : ((id * block_size + slot) * Hkv + h) * D;
             std::copy_n(&p.k[from], D, &p.pool_k[to]);
             std::copy_n(&p.v[from], D, &p.pool_v[to]);
           }
@@ -252,8 +256,14 @@ attention::Status run_paged(const PagedShape& s, int64_t block_size, PagedProble
   const int64_t B = s.batch, H = s.heads, Hkv = s.kv_heads, D = s.d;
   const int64_t blocks = static_cast<int64_t>(p.pool_k.size()) / (block_size * Hkv * D);
   attention::PagedKvCache cache;
-  cache.k = TensorView::contiguous(p.pool_k.data(), {blocks, block_size, Hkv, D});
-  cache.v = TensorView::contiguous(p.pool_v.data(), {blocks, block_size, Hkv, D});
+  if (p.heads_slots) {
+    cache.k = TensorView::contiguous(p.pool_k.data(), {blocks, Hkv, block_size, D});
+    cache.v = TensorView::contiguous(p.pool_v.data(), {blocks, Hkv, block_size, D});
+    cache.layout = attention::PagedKvLayout::BlocksHeadsSlots;
+  } else {
+    cache.k = TensorView::contiguous(p.pool_k.data(), {blocks, block_size, Hkv, D});
+    cache.v = TensorView::contiguous(p.pool_v.data(), {blocks, block_size, Hkv, D});
+  }
   cache.block_table = TensorView::contiguous(p.tables[copy].data(), attention::DType::Int32,
                                              {B, s.keys / block_size});
   cache.seq_lens = TensorView::contiguous(p.seq_lens.data(), attention::DType::Int32, {B});
@@ -262,17 +272,19 @@ attention::Status run_paged(const PagedShape& s, int64_t block_size, PagedProble
 }
 
 // block_size 0: the contiguous twin, -1 the same with key lengths. Problems are built once per
-// block size and checked once.
-void run_paged_bench(benchmark::State& state, PagedShape s, int64_t block_size) {
+// block size and layout and checked once.
+void run_paged_bench(benchmark::State& state, PagedShape s, int64_t block_size,
+                     bool heads_slots = false) {
   static std::vector<std::pair<std::string, PagedProblem>> problems;
   const int64_t layout_block = block_size <= 0 ? kBlockSizes[0] : block_size;
-  const std::string key = paged_name(s) + "/" + std::to_string(layout_block);
+  const std::string key =
+      paged_name(s) + "/" + std::to_string(layout_block) + (heads_slots ? "/heads_slots" : "");
   PagedProblem* p = nullptr;
   for (auto& [name, problem] : problems)
     if (name == key) p = &problem;
   if (p == nullptr) {
     problems.clear();  // one shape's copies at a time: they are hundreds of MiB
-    problems.emplace_back(key, make_paged(s, layout_block));
+    problems.emplace_back(key, make_paged(s, layout_block, heads_slots));
     p = &problems.back().second;
     std::vector<float> a(p->q.size(), NAN), b(p->q.size(), NAN);
     for (const attention::Status& status : {run_contiguous(s, *p, a.data(), 0),
@@ -295,7 +307,10 @@ void run_paged_bench(benchmark::State& state, PagedShape s, int64_t block_size) 
     benchmark::ClobberMemory();
   }
   if (!all_ok) state.SkipWithError("the call returned an error");
-  state.SetLabel(block_size == 0 ? "contiguous" : block_size < 0 ? "contiguous, key lengths" : "paged");
+  state.SetLabel(block_size == 0       ? "contiguous"
+                 : block_size < 0      ? "contiguous, key lengths"
+                 : heads_slots         ? "paged, [blocks, Hkv, slots, D]"
+                                       : "paged");
   state.counters["GB/s"] = bench::per_second(paged_kv_bytes(s) * 1e-9);
   state.counters["block_size"] = double(block_size);
 }
@@ -414,6 +429,11 @@ void register_serving_benchmarks() {
       register_timed("paged/bs" + std::to_string(block_size) + "/" + paged_name(s),
                      [block_size](benchmark::State& state, PagedShape shape) {
                        run_paged_bench(state, shape, block_size);
+                     },
+                     s);
+      register_timed("paged/bs" + std::to_string(block_size) + "_heads_slots/" + paged_name(s),
+                     [block_size](benchmark::State& state, PagedShape shape) {
+                       run_paged_bench(state, shape, block_size, /*heads_slots=*/true);
                      },
                      s);
     }
