@@ -736,6 +736,27 @@ std::optional<Backend> gpu_backend() {
   return std::nullopt;
 }
 
+// A case's tensors (inputs drawn from `seed`) and its options on `backend`: the masks of `spec`
+// (none for nullptr, drawn from seed + 1) and logsumexp when the case asks for it. Not movable:
+// the options point into the tensors and masks.
+struct BackendCall {
+  BackendCall(const SdpaCase& c, const MaskSpec* spec, Backend backend, uint64_t seed)
+      : t(c, seed) {
+    options.backend = backend;
+    if (spec) {
+      masks.emplace(*spec, c, seed + 1);
+      options.mask = masks->options;
+    }
+    if (c.logsumexp) options.logsumexp = t.lse.view();
+  }
+  BackendCall(const BackendCall&) = delete;
+  BackendCall& operator=(const BackendCall&) = delete;
+
+  SdpaTensors t;
+  std::optional<MaskTensors> masks;
+  attention::SdpaOptions options;
+};
+
 // Calls in chunks give the whole call's results bit for bit: each row, head and batch is
 // computed by the same kernel code whichever chunk holds it. SDPA with GQA, masks whose arguments
 // follow a chunk's rows (bottom-right causal with a window, query and key lengths, a boolean mask
@@ -759,15 +780,9 @@ TEST(GpuWorkspace, ChunkedCallsMatchWholeCalls) {
       SdpaCase c = base;
       c.logsumexp = spec != &tensor_masks;
       SCOPED_TRACE(describe(c) + (spec ? ", " + describe(*spec) : "") + ", " + seed_note(seed));
-      SdpaTensors t(c, seed);
-      std::optional<MaskTensors> masks;
-      attention::SdpaOptions options;
-      options.backend = *backend;
-      if (spec) {
-        masks.emplace(*spec, c, seed + 1);
-        options.mask = masks->options;
-      }
-      if (c.logsumexp) options.logsumexp = t.lse.view();
+      BackendCall call(c, spec, *backend, seed);
+      SdpaTensors& t = call.t;
+      attention::SdpaOptions& options = call.options;
       const auto run = [&](int64_t limit) {
         t.out.poison();
         t.lse.poison();
@@ -904,15 +919,9 @@ TEST(GpuGqaRows, DecodeMatchesReference) {
       for (const MaskSpec* spec : specs) {
         SdpaCase c = sdpa_case(2, 8, 2, Sq, 300, 32, 24).layout(layout).with_logsumexp();
         SCOPED_TRACE(describe(c) + (spec ? ", " + describe(*spec) : "") + ", " + seed_note(seed));
-        SdpaTensors t(c, seed);
-        std::optional<MaskTensors> masks;
-        attention::SdpaOptions options;
-        options.backend = *backend;
-        if (spec) {
-          masks.emplace(*spec, c, seed + 1);
-          options.mask = masks->options;
-        }
-        options.logsumexp = t.lse.view();
+        BackendCall call(c, spec, *backend, seed);
+        SdpaTensors& t = call.t;
+        const attention::SdpaOptions& options = call.options;
         // Dense views run as rows except bottom-right causal of two rows.
         attention::detail::GqaRows rows;
         const bool as_rows = attention::detail::gqa_rows(t.q.view(), t.out.view(), t.lse.view(),
