@@ -307,10 +307,10 @@ void run_paged_bench(benchmark::State& state, PagedShape s, int64_t block_size,
     benchmark::ClobberMemory();
   }
   if (!all_ok) state.SkipWithError("the call returned an error");
-  state.SetLabel(block_size == 0       ? "contiguous"
-                 : block_size < 0      ? "contiguous, key lengths"
-                 : heads_slots         ? "paged, [blocks, Hkv, slots, D]"
-                                       : "paged");
+  state.SetLabel(block_size == 0  ? "contiguous"
+                 : block_size < 0 ? "contiguous, key lengths"
+                 : heads_slots    ? "paged, [blocks, Hkv, slots, D]"
+                                  : "paged");
   state.counters["GB/s"] = bench::per_second(paged_kv_bytes(s) * 1e-9);
   state.counters["block_size"] = double(block_size);
 }
