@@ -185,6 +185,7 @@ class SdpaGeneratorBase : public Generator<Self> {
     in.key_split = *key_split_;
     in.scale = *scale_;
     in.head_dim = q.dim(0).extent();
+    in.query_rows = q.dim(1).extent();
     in.value_dim = v.dim(0).extent();
     in.seq_k = k.dim(1).extent();
     in.heads_per_kv = q.dim(2).extent() / k.dim(2).extent();

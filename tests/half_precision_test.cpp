@@ -208,12 +208,16 @@ TEST(HalfKvCache, Fp32QueriesOverHalfCacheMatchReference) {
       sdpa_case(2, 4, 4, 2, 129, 128, 128).layout(Layout::kPadded),
       sdpa_case(1, 6, 3, 1, 1000, 40, 24)
           .layouts(Layout::kDense, Layout::kBSHD, Layout::kSHBD, Layout::kDense),
-      sdpa_case(1, 4, 1, 70, 90, 32, 32).with_logsumexp(),  // prefill: the widening path
+      sdpa_case(1, 4, 1, 70, 90, 32, 32).with_logsumexp(),    // prefill: the widening path
+      sdpa_case(2, 8, 2, 1, 301, 128, 128).with_logsumexp(),  // GQA decode as rows (CPU)
   };
   MaskSpec causal_padding;
   causal_padding.causal = attention::Causal::BottomRight;
   causal_padding.key_lengths = true;
   causal_padding.additive_mask = true;
+  MaskSpec lengths;  // one that GQA decode as rows keeps
+  lengths.key_lengths = true;
+  lengths.softcap = 20.0f;
   for (attention::Backend backend : every_backend()) {
     for (DType dtype : kHalfTypes) {
       for (const SdpaCase& c : cases) {
@@ -224,7 +228,7 @@ TEST(HalfKvCache, Fp32QueriesOverHalfCacheMatchReference) {
                     c.Sq <= 2)
               << describe(c);
         }
-        const MaskSpec* const specs[] = {nullptr, &causal_padding};
+        const MaskSpec* const specs[] = {nullptr, &causal_padding, &lengths};
         for (const MaskSpec* spec : specs) {
           SCOPED_TRACE(std::string(name(backend)) + ", " + name(dtype) + " cache, " + describe(c) +
                        ", " + (spec ? describe(*spec) : "no mask") + ", " + seed_note(seed));

@@ -58,6 +58,7 @@ void expect_cases_match_reference() {
   for (const SdpaCase& c :
        {sdpa_case(1, 2, 2, 1, 300, 64, 64).with_logsumexp(), sdpa_case(2, 4, 2, 47, 61, 59, 80),
         sdpa_case(1, 2, 2, 100, 129, 128, 128).with_logsumexp(),
+        sdpa_case(2, 8, 2, 1, 301, 128, 96).with_logsumexp(),  // GQA decode as rows
         sdpa_case(1, 4, 1, 130, 77, 8, 3).layout(Layout::kPadded),
         sdpa_case(2, 3, 3, 49, 50, 111, 17).layout(Layout::kBSHD)}) {
     expect_sdpa_matches_reference(c, seed);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "kernel_contract.h"
 #include "reference/sdpa_reference.h"
 #include "test_util.h"
 
@@ -336,6 +337,34 @@ TEST(MaskedSdpa, SoftcapLargeLogitsAndLayouts) {
   for (Layout layout : kAllLayouts) {
     SdpaCase c = sdpa_case(2, 4, 2, 52, 52, 32, 32).layout(layout).with_scale(3.0f);
     expect_masked_sdpa_matches_reference(c.with_logsumexp(), m, seed);
+  }
+}
+
+// GQA decode whose group's rows make the decode kernels' row block (kDecodeRowBlock rows at D =
+// kDecodeRowBlockDim) runs as one head's rows where the mask treats every row alike: groups of 4
+// at Sq = 1 and of 2 at Sq = 2, MQA, key counts off the block of keys, every layout, with no
+// mask, key lengths with softcap, and bottom-right causal (one row: as rows; two rows: per head).
+TEST(MaskedSdpa, GqaDecodeRowBlockMatchesReference) {
+  namespace contract = attention_contract;
+  static_assert(contract::kDecodeRowBlock == 4 && contract::kDecodeRowBlockDim == 128,
+                "the cases below make the row block");
+  const uint64_t seed = seed_for_current_test();
+  MaskSpec lengths;
+  lengths.key_lengths = true;
+  lengths.softcap = 20.0f;
+  MaskSpec causal;
+  causal.causal = Causal::BottomRight;
+  causal.key_lengths = true;
+  for (Layout layout : kAllLayouts) {
+    for (const SdpaCase& c : {sdpa_case(2, 8, 2, 1, 301, 128, 96).with_logsumexp(),
+                              sdpa_case(1, 4, 2, 2, 130, 128, 128).with_logsumexp(),
+                              sdpa_case(1, 4, 1, 1, 77, 128, 128)}) {
+      SdpaCase laid_out = c;
+      laid_out.layout(layout);
+      expect_sdpa_matches_reference(laid_out, seed);
+      expect_masked_sdpa_matches_reference(laid_out, lengths, seed);
+      expect_masked_sdpa_matches_reference(laid_out, causal, seed);
+    }
   }
 }
 

@@ -40,6 +40,7 @@ struct SdpaInputs {
   Halide::Expr value_dim;     // Dv
   Halide::Expr seq_k;         // Sk
   Halide::Expr heads_per_kv;  // H / Hkv (grouped-query attention)
+  Halide::Expr query_rows;    // Sq, where schedules may specialize on it (undefined elsewhere)
   // Masks and biases; null for plain attention (no masking code at all).
   const MaskInputs* mask = nullptr;
   // With masks or hides_keys: false when v may hold NaN/Inf. P·V then skips zero weights, so a
@@ -88,6 +89,7 @@ struct SdpaFuncs {
   Halide::Expr head_dim;      // D: schedules may specialize the Q·Kᵀ reduction on it
   Halide::Expr heads_per_kv;  // H / Hkv: decode work items cover a kv head's query heads
   Halide::Expr value_dim;     // Dv: schedules specialize their value-feature blocking on it
+  Halide::Expr query_rows;    // Sq (undefined where the generator does not give it)
   Halide::Func keys;          // in.k, so a schedule can stage it
   Halide::Func values;        // in.v, so a schedule can stage (pack) it
   // bf16_pairs: k and v regrouped so that a pair (two features of a key, the values of two keys
@@ -318,6 +320,7 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
 
   f.head_dim = in.head_dim;
   f.heads_per_kv = in.heads_per_kv;
+  f.query_rows = in.query_rows;
   f.value_dim = in.value_dim;
   f.keys = in.k;
   f.values = in.v;

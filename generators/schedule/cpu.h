@@ -348,6 +348,49 @@ inline void schedule_grouped_scores(SdpaFuncs& f, const CpuTiling& t) {
   parts.update().reorder(part, d_outer, x.j).vectorize(part).unroll(x.j);
 }
 
+// GQA decode as one head's rows (attention_contract::kDecodeRowBlock rows at D =
+// kDecodeRowBlockDim, one head per kv head): Q·Kᵀ in register blocks of a few keys × every row,
+// each key's row of k read front to back once for all rows (16 accumulators with 32 registers, 8
+// with 16), D unrolled (its constant extent leaves no tail guard in the loop, which kept the
+// accumulators on the stack), then the block's vectors reduced into scores as in
+// schedule_grouped_scores. Reading k key after key keeps the stream sequential: the same block
+// with the features outside the keys computed faster in cache but ran slower from memory.
+inline void schedule_row_block_scores(SdpaFuncs& f, const CpuTiling& t) {
+  using namespace Halide;
+  if (!f.query_rows.defined() || !f.dot_score) return;
+  const AttentionVars& x = f.vars;
+  const int rows = static_cast<int>(attention_contract::kDecodeRowBlock);
+  const int dim = static_cast<int>(attention_contract::kDecodeRowBlockDim);
+  if (dim % t.vector != 0) return;
+  const int keys = t.vector >= 16 ? 4 : 2;
+  const Expr row_block = f.heads_per_kv == 1 && f.query_rows == rows && f.head_dim == dim;
+  Var key_block("row_key_block"), key_lane("row_key_lane"), part("row_part");
+  RVar d_outer("row_d_outer"), d_lane("row_d_lane");
+  Func parts = f.scores.update()
+                   .specialize(row_block)
+                   .split(f.r_d, d_outer, d_lane, t.vector)
+                   .rfactor(d_lane, part);
+  f.scores.update()
+      .specialize(row_block)
+      .split(x.j, key_block, key_lane, keys, TailStrategy::RoundUp)
+      .reorder(d_lane, key_lane, x.i, x.h, key_block)
+      .atomic()
+      .vectorize(d_lane)
+      .vectorize(key_lane);
+  parts.compute_at(f.scores, x.h)
+      .bound_extent(x.i, rows)
+      .reorder_storage(part, x.j, x.i, x.h, x.b)
+      .vectorize(part)
+      .unroll(x.i)
+      .unroll(x.j);
+  parts.update()
+      .reorder(part, d_outer, x.i, x.j)
+      .vectorize(part)
+      .unroll(d_outer)
+      .unroll(x.i)
+      .unroll(x.j);
+}
+
 // GQA decode P·V: each head's accumulators for a block of value features stay in registers over a
 // chunk of keys (32: the chunk's rows of v stay in L1 for the group's other heads), then add into
 // the split's sums. Blocks of 8 vectors (the accumulators fill half the registers on AVX-512 and
@@ -432,6 +475,7 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
   f.scores.compute_at(at).vectorize(x.j, t.vector);
   // D >= dot_lanes: the lanes' horizontal add has dot_lanes terms (constant, so vectorized).
   const Expr wide_keys = f.head_dim >= t.dot_lanes;
+  if (!all_heads) schedule_row_block_scores(f, t);
   schedule_grouped_scores(f, t);
   Func lanes = f.scores.update()
                    .specialize(wide_keys)

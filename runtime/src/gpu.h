@@ -37,9 +37,11 @@ Status resolve_device_options(const DeviceOptions& device, const std::vector<Nam
 // library (our hook, installed with the context hooks), else what the previous hook says.
 int cuda_stream_of(void* user_context, void* context, void** stream);
 
-// GQA decode on the GPU as one head's rows: with `group` query heads per kv head (group > 1) and
-// at most kDecodeMaxQueries rows, a call whose mask treats every row of every head alike (none,
-// key lengths, softcap; bottom-right causal of one row, which hides no key) equals the call on
+// GQA decode as one head's rows (on the GPU; on the CPU where the rows make the decode kernels'
+// row block, attention_contract::kDecodeRowBlock): with `group` query heads per kv head
+// (group > 1) and at most kDecodeMaxQueries rows, a call whose mask treats every row of every head
+// alike (none, key lengths, softcap; bottom-right causal of one row, which hides no key) equals
+// the call on
 // q [B, Hkv, group·Sq, D], out [B, Hkv, group·Sq, Dv] and logsumexp [B, Hkv, group·Sq]: query
 // head kv·group + g's row i is row g·Sq + i of kv head kv. The decode kernel's blocks then read
 // each split of k and v once per tile of those rows instead of once per query head. Views qualify

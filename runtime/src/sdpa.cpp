@@ -156,19 +156,43 @@ Status run_gpu(detail::Run, const TensorView&, const TensorView&, const TensorVi
 }
 #endif
 
-Status run_masked(const TensorView& q, const TensorView& k, const TensorView& v,
-                  const TensorView& out, const TensorView& lse, float scale, const MaskOptions& m) {
-  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Sk = k.shape[2];
-  detail::MaskArgs mask(m, B, H, Sq, Sk);
-  detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
+// A CPU decode call whose GQA group's rows make the decode kernels' row block
+// (attention_contract::kDecodeRowBlock rows at D = kDecodeRowBlockDim) runs as one head's rows
+// where the mask allows (detail::gqa_rows): each work item then reads its split of k and v once,
+// every row using each key as it streams by. `run(q, out, lse, mask)` makes the call.
+template <typename RunCall>
+Status run_cpu_decode(bool decode, const TensorView& q, const TensorView& k, const TensorView& out,
+                      const TensorView& lse, const MaskOptions& m, const RunCall& run) {
+  namespace contract = attention_contract;
+  const int64_t Hkv = k.shape[1];
+  detail::GqaRows rows;
+  if (decode && Hkv > 0 && q.shape[1] / Hkv * q.shape[2] == contract::kDecodeRowBlock &&
+      q.shape[3] == contract::kDecodeRowBlockDim &&
+      detail::gqa_rows(q, out, lse, m, q.shape[1] / Hkv, &rows)) {
+    return run(rows.q, rows.out, rows.lse, rows.mask);
+  }
+  return run(q, out, lse, m);
+}
+
+Status run_masked(const TensorView& call_q, const TensorView& k, const TensorView& v,
+                  const TensorView& call_out, const TensorView& call_lse, float scale,
+                  const MaskOptions& call_mask) {
   const auto [kernel, choice] =
-      detail::pick_masked_sdpa(detail::cpu_rows(), B, k.shape[1], Sq, Sk, q.shape[3]);
-  // A non-finite v at a hidden key would reach rows through 0 · NaN; prefill's plain P·V is only
-  // safe without them (decode always takes the safe form and ignores the flag).
-  const bool values_finite = choice.prefill && detail::all_finite(v);
-  return detail::run_kernel_parts(
-      kernel.name, kernel.fn, std::tuple(hq.get(), hk.get(), hv.get(), scale),
-      mask.arguments(values_finite), std::tuple(choice.key_split, hout.get(), hlse.get()));
+      detail::pick_masked_sdpa(detail::cpu_rows(), call_q.shape[0], k.shape[1], call_q.shape[2],
+                               k.shape[2], call_q.shape[3]);
+  const auto run = [&, &kernel = kernel, choice = choice](
+                       const TensorView& q, const TensorView& out, const TensorView& lse,
+                       const MaskOptions& m) {
+    detail::MaskArgs mask(m, q.shape[0], q.shape[1], q.shape[2], k.shape[2]);
+    detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
+    // A non-finite v at a hidden key would reach rows through 0 · NaN; prefill's plain P·V is
+    // only safe without them (decode always takes the safe form and ignores the flag).
+    const bool values_finite = choice.prefill && detail::all_finite(v);
+    return detail::run_kernel_parts(
+        kernel.name, kernel.fn, std::tuple(hq.get(), hk.get(), hv.get(), scale),
+        mask.arguments(values_finite), std::tuple(choice.key_split, hout.get(), hlse.get()));
+  };
+  return run_cpu_decode(!choice.prefill, call_q, k, call_out, call_lse, call_mask, run);
 }
 
 // Whether a call has a Float16 or BFloat16 operand (q, k, v, out or the additive mask): it then
@@ -254,22 +278,25 @@ Status run_rope(detail::Run run, const TensorView& q, const TensorView& k, const
 }
 
 // The native half-KV decode kernels: q and out fp32 (the caller's conversions), k and v read as
-// stored. `m`'s additive mask, if any, is fp32.
+// stored. The additive mask, if any, is fp32.
 Status run_half_kv_decode(const detail::HalfKvDecodeRow& row, const detail::KernelChoice& choice,
                           const TensorView& q, const TensorView& k, const TensorView& v,
                           const TensorView& out, const TensorView& lse, float scale,
-                          const MaskOptions& m) {
-  detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
-  const auto inputs = std::tuple(hq.get(), hk.get(), hv.get(), scale);
-  const auto outputs = std::tuple(choice.key_split, hout.get(), hlse.get());
-  if (m.empty()) {
-    return detail::run_kernel_parts(row.plain.name, row.plain.fn, inputs, std::tuple(), outputs);
-  }
-  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Sk = k.shape[2];
-  detail::MaskArgs mask(m, B, H, Sq, Sk);
-  // Decode always takes the NaN-safe P·V and ignores the flag.
-  return detail::run_kernel_parts(row.masked.name, row.masked.fn, inputs,
-                                  mask.arguments(/*values_finite=*/false), outputs);
+                          const MaskOptions& call_mask) {
+  const auto run = [&](const TensorView& rows_q, const TensorView& rows_out,
+                       const TensorView& rows_lse, const MaskOptions& m) {
+    detail::HalideView hq(rows_q), hk(k), hv(v), hout(rows_out), hlse(rows_lse);
+    const auto inputs = std::tuple(hq.get(), hk.get(), hv.get(), scale);
+    const auto outputs = std::tuple(choice.key_split, hout.get(), hlse.get());
+    if (m.empty()) {
+      return detail::run_kernel_parts(row.plain.name, row.plain.fn, inputs, std::tuple(), outputs);
+    }
+    detail::MaskArgs mask(m, rows_q.shape[0], rows_q.shape[1], rows_q.shape[2], k.shape[2]);
+    // Decode always takes the NaN-safe P·V and ignores the flag.
+    return detail::run_kernel_parts(row.masked.name, row.masked.fn, inputs,
+                                    mask.arguments(/*values_finite=*/false), outputs);
+  };
+  return run_cpu_decode(true, q, k, out, lse, call_mask, run);
 }
 
 // The native bf16 prefill (detail::bf16_prefill_for): q, k and v read as stored, out rounded
@@ -446,11 +473,16 @@ Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const
   std::vector<float> lse_scratch;
   const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
   if (!options.mask.empty()) return run_masked(q, k, v, out, lse, scale, options.mask);
-  detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
   const auto [kernel, choice] =
       detail::pick_sdpa(detail::cpu_rows(), B, k.shape[1], Sq, k.shape[2], D);
-  return detail::run_kernel(kernel.name, kernel.fn, hq.get(), hk.get(), hv.get(), scale,
-                            choice.key_split, hout.get(), hlse.get());
+  const auto run_plain = [&, &kernel = kernel, split = choice.key_split](
+                             const TensorView& rows_q, const TensorView& rows_out,
+                             const TensorView& rows_lse, const MaskOptions&) {
+    detail::HalideView hq(rows_q), hk(k), hv(v), hout(rows_out), hlse(rows_lse);
+    return detail::run_kernel(kernel.name, kernel.fn, hq.get(), hk.get(), hv.get(), scale, split,
+                              hout.get(), hlse.get());
+  };
+  return run_cpu_decode(!choice.prefill, q, k, out, lse, options.mask, run_plain);
 }
 
 }  // namespace detail
