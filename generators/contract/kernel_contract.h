@@ -166,10 +166,11 @@ inline constexpr int64_t kDecodeMaxQueries = 2;
 // GQA decode as one head's rows: a decode call whose query heads per kv head times Sq make
 // kDecodeRowBlock rows at D = kDecodeRowBlockDim runs on the CPU with each group's heads as rows of
 // their kv head (the runtime's detail::gqa_rows, where the mask treats every row alike), and the
-// decode kernels keep that block's Q·Kᵀ in registers: a few keys × every row, k read once, key
-// after key. The group's rows then use each key as it streams by, which hides their compute under
-// the stream better than a work item that goes head by head over blocks of keys (1x32(8)x1x4096x128
-// against 1x8(8) on Zen 4: 1.55-1.68x -> 1.28-1.31x, bench/RESULTS.md).
+// decode kernels keep that block's Q·Kᵀ (a few keys × every row, k read once, key after key) and
+// P·V (pairs of rows, whole outputs) in registers. The group's rows then use each key as it
+// streams by, which hides their compute under the stream better than a work item that goes head
+// by head over blocks of keys (1x32(8)x1x4096x128 against 1x8(8) on Zen 4: 1.42-1.59x ->
+// 1.08-1.11x, bench/RESULTS.md).
 inline constexpr int64_t kDecodeRowBlock = 4;
 inline constexpr int64_t kDecodeRowBlockDim = 128;
 

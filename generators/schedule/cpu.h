@@ -355,7 +355,11 @@ inline void schedule_grouped_scores(SdpaFuncs& f, const CpuTiling& t) {
 // accumulators on the stack), then the block's vectors reduced into scores as in
 // schedule_grouped_scores. Reading k key after key keeps the stream sequential: the same block
 // with the features outside the keys computed faster in cache but ran slower from memory.
-inline void schedule_row_block_scores(SdpaFuncs& f, const CpuTiling& t) {
+// P·V at Dv = kDecodeRowBlockDim where a pair of rows' whole outputs fit half the registers
+// (AVX-512: 2 rows × 8 vectors): each pair accumulates over chunks of 8 keys, the first pair
+// reading the chunk's rows of v whole and in order, the second from L1 (blocks of features, which
+// read half rows at a time, and chunks of 4, 16 or 32 keys ran slower from memory).
+inline void schedule_row_block(SdpaFuncs& f, const CpuTiling& t) {
   using namespace Halide;
   if (!f.query_rows.defined() || !f.dot_score) return;
   const AttentionVars& x = f.vars;
@@ -389,6 +393,29 @@ inline void schedule_row_block_scores(SdpaFuncs& f, const CpuTiling& t) {
       .unroll(d_outer)
       .unroll(x.i)
       .unroll(x.j);
+
+  const int pair = 2, chunk_keys = 8;
+  if (dim / t.vector * pair > 16) return;
+  const Expr pairs = f.heads_per_kv == 1 && f.query_rows == rows && f.value_dim == dim;
+  RVar chunk_r("row_chunk_r"), key_r("row_key_r");
+  Var chunk("row_key_chunk"), pair_index("row_pair"), in_pair("row_in_pair");
+  Func chunk_sum = f.weighted_sum.update()
+                       .specialize(pairs)
+                       .split(f.r_j, chunk_r, key_r, chunk_keys)
+                       .rfactor(chunk_r, chunk);
+  f.weighted_sum.update()
+      .specialize(pairs)
+      .split(x.i, pair_index, in_pair, pair)
+      .reorder(x.c, in_pair, pair_index, chunk_r)
+      .vectorize(x.c, t.vector);
+  chunk_sum.compute_at(f.weighted_sum, pair_index)
+      .bound_extent(x.c, dim)
+      .bound_extent(x.i, pair)
+      .reorder_storage(x.c, x.i)
+      .vectorize(x.c, t.vector)
+      .unroll(x.c)
+      .unroll(x.i);
+  chunk_sum.update().reorder(x.c, x.i, key_r).vectorize(x.c, t.vector).unroll(x.c).unroll(x.i);
 }
 
 // GQA decode P·V: each head's accumulators for a block of value features stay in registers over a
@@ -475,7 +502,7 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
   f.scores.compute_at(at).vectorize(x.j, t.vector);
   // D >= dot_lanes: the lanes' horizontal add has dot_lanes terms (constant, so vectorized).
   const Expr wide_keys = f.head_dim >= t.dot_lanes;
-  if (!all_heads) schedule_row_block_scores(f, t);
+  if (!all_heads) schedule_row_block(f, t);
   schedule_grouped_scores(f, t);
   Func lanes = f.scores.update()
                    .specialize(wide_keys)
