@@ -7,6 +7,8 @@
 // Decode work item: one key split of one (batch, head) (split-KV, see schedule_decode_stages).
 #pragma once
 
+#include <string>
+
 #include "Halide.h"
 #include "algorithm/sdpa.h"
 #include "contract/kernel_contract.h"
@@ -317,29 +319,46 @@ inline void schedule_prefill_pair_stages(SdpaFuncs& f, const CpuTiling& t, Halid
   finish_prefill_splits(f, t, tile, at);
 }
 
-// GQA decode Q·Kᵀ (an item's query heads share one kv head): the scores go a vector of keys at a
-// time, each key's dot product first as a vector of partial sums over d (its row of k read in
-// order, so the first head streams k from memory sequentially and the others find it in L1), then
-// one transposing reduction of the block's vectors into a vector of scores (a tree of two-source
-// permutes and adds, about 3 per key instead of a 15-step horizontal add per key and head). The
-// Var names are unique in the pipeline: reusing the decode schedule's gave wrong results.
-inline void schedule_grouped_scores(SdpaFuncs& f, const CpuTiling& t) {
+// Decode Q·Kᵀ as a transposing reduction, where `when` holds: each key's dot product first as a
+// vector of partial sums over d (`parts`, rfactor of d's vector lanes), then the scores `keys` keys
+// at a time (every row and head inside the block of keys), reduced from the block's vectors by a
+// tree of two-source permutes and adds (about 3 per key instead of a 15-step horizontal add per key
+// and row). The caller places `parts`, whose update runs over `d_outer`. The Var names start with
+// `prefix`: they must be unique in the pipeline (reusing the decode schedule's gave wrong results).
+struct TransposedScores {
+  Halide::Func parts;
+  Halide::Var part;
+  Halide::RVar d_outer;
+};
+inline TransposedScores schedule_transposed_scores(SdpaFuncs& f, const CpuTiling& t,
+                                                   const Halide::Expr& when, int keys,
+                                                   const std::string& prefix) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
-  const Expr grouped = f.heads_per_kv > 1 && f.head_dim >= t.vector && f.head_dim % t.vector == 0;
-  Var key_block("group_key_block"), key_lane("group_key_lane"), part("group_part");
-  RVar d_outer("group_d_outer"), d_lane("group_d_lane");
+  Var key_block(prefix + "_key_block"), key_lane(prefix + "_key_lane"), part(prefix + "_part");
+  RVar d_outer(prefix + "_d_outer"), d_lane(prefix + "_d_lane");
   Func parts = f.scores.update()
-                   .specialize(grouped)
+                   .specialize(when)
                    .split(f.r_d, d_outer, d_lane, t.vector)
                    .rfactor(d_lane, part);
   f.scores.update()
-      .specialize(grouped)
-      .split(x.j, key_block, key_lane, t.vector, TailStrategy::RoundUp)
+      .specialize(when)
+      .split(x.j, key_block, key_lane, keys, TailStrategy::RoundUp)
       .reorder(d_lane, key_lane, x.i, x.h, key_block)
       .atomic()
       .vectorize(d_lane)
       .vectorize(key_lane);
+  return {parts, part, d_outer};
+}
+
+// GQA decode Q·Kᵀ (an item's query heads share one kv head): a vector of keys at a time
+// (schedule_transposed_scores), each key's row of k read in order, so the first head streams k
+// from memory sequentially and the others find it in L1.
+inline void schedule_grouped_scores(SdpaFuncs& f, const CpuTiling& t) {
+  const AttentionVars& x = f.vars;
+  const Halide::Expr grouped =
+      f.heads_per_kv > 1 && f.head_dim >= t.vector && f.head_dim % t.vector == 0;
+  auto [parts, part, d_outer] = schedule_transposed_scores(f, t, grouped, t.vector, "group");
   // One row's block: vector × vector partial sums, in registers.
   parts.compute_at(f.scores, x.i)
       .reorder_storage(part, x.j, x.i, x.h, x.b)
@@ -352,8 +371,8 @@ inline void schedule_grouped_scores(SdpaFuncs& f, const CpuTiling& t) {
 // kDecodeRowBlockDim, one head per kv head): Q·Kᵀ in register blocks of a few keys × every row,
 // each key's row of k read front to back once for all rows (16 accumulators with 32 registers, 8
 // with 16), D unrolled (its constant extent leaves no tail guard in the loop, which kept the
-// accumulators on the stack), then the block's vectors reduced into scores as in
-// schedule_grouped_scores. Reading k key after key keeps the stream sequential: the same block
+// accumulators on the stack), then the block's vectors reduced into scores
+// (schedule_transposed_scores). Reading k key after key keeps the stream sequential: the same block
 // with the features outside the keys computed faster in cache but ran slower from memory.
 // P·V at Dv = kDecodeRowBlockDim where a pair of rows' whole outputs fit half the registers
 // (AVX-512: 2 rows × 8 vectors): each pair accumulates over chunks of 8 keys, the first pair
@@ -368,19 +387,7 @@ inline void schedule_row_block(SdpaFuncs& f, const CpuTiling& t) {
   if (dim % t.vector != 0) return;
   const int keys = t.vector >= 16 ? 4 : 2;
   const Expr row_block = f.heads_per_kv == 1 && f.query_rows == rows && f.head_dim == dim;
-  Var key_block("row_key_block"), key_lane("row_key_lane"), part("row_part");
-  RVar d_outer("row_d_outer"), d_lane("row_d_lane");
-  Func parts = f.scores.update()
-                   .specialize(row_block)
-                   .split(f.r_d, d_outer, d_lane, t.vector)
-                   .rfactor(d_lane, part);
-  f.scores.update()
-      .specialize(row_block)
-      .split(x.j, key_block, key_lane, keys, TailStrategy::RoundUp)
-      .reorder(d_lane, key_lane, x.i, x.h, key_block)
-      .atomic()
-      .vectorize(d_lane)
-      .vectorize(key_lane);
+  auto [parts, part, d_outer] = schedule_transposed_scores(f, t, row_block, keys, "row");
   parts.compute_at(f.scores, x.h)
       .bound_extent(x.i, rows)
       .reorder_storage(part, x.j, x.i, x.h, x.b)
