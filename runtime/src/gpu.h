@@ -41,13 +41,12 @@ int cuda_stream_of(void* user_context, void* context, void** stream);
 // row block, attention_contract::kDecodeRowBlock): with `group` query heads per kv head
 // (group > 1) and at most kDecodeMaxQueries rows, a call whose mask treats every row of every head
 // alike (none, key lengths, softcap; bottom-right causal of one row, which hides no key) equals
-// the call on
-// q [B, Hkv, group·Sq, D], out [B, Hkv, group·Sq, Dv] and logsumexp [B, Hkv, group·Sq]: query
-// head kv·group + g's row i is row g·Sq + i of kv head kv. The decode kernel's blocks then read
-// each split of k and v once per tile of those rows instead of once per query head. Views qualify
-// when a head's rows and the next head's continue one stride (one row, or rows packed per head),
-// for logsumexp a dense one.
-// Returns false, `rows` untouched, for calls that do not qualify.
+// the call on q [B, Hkv, group·Sq, D], out [B, Hkv, group·Sq, Dv] and logsumexp
+// [B, Hkv, group·Sq]: query head kv·group + g's row i is row g·Sq + i of kv head kv. The decode
+// kernel's blocks then read each split of k and v once per tile of those rows instead of once per
+// query head. Views qualify when a head's rows and the next head's continue one stride (one row, or
+// rows packed per head), for logsumexp a dense one. Returns false, `rows` untouched, for calls that
+// do not qualify.
 struct GqaRows {
   TensorView q, out, lse;  // lse: only when given
   MaskOptions mask;        // the call's, bottom-right causal of one row dropped
