@@ -9,6 +9,7 @@
 
 #include "attention/attention.h"
 #include "halide_view.h"
+#include "kernel_contract.h"
 #include "mask_args.h"
 #include "validate.h"
 
@@ -53,6 +54,24 @@ struct GqaRows {
 };
 bool gqa_rows(const TensorView& q, const TensorView& out, const TensorView& lse,
               const MaskOptions& mask, int64_t group, GqaRows* rows);
+
+// A CPU decode call (decode_tiling: the kernel the call runs tiles for decode) whose GQA group's
+// rows make the decode kernels' row block (attention_contract::kDecodeRowBlock rows at D =
+// kDecodeRowBlockDim) runs as one head's rows where the mask allows (gqa_rows): each work item
+// then reads its split of k and v once, every row using each key as it streams by. `Hkv`: the
+// call's kv heads. `run(q, out, lse, mask)` makes the call.
+template <typename RunCall>
+Status run_cpu_decode(bool decode_tiling, const TensorView& q, int64_t Hkv, const TensorView& out,
+                      const TensorView& lse, const MaskOptions& m, const RunCall& run) {
+  namespace contract = attention_contract;
+  GqaRows rows;
+  if (decode_tiling && Hkv > 0 && q.shape[1] / Hkv * q.shape[2] == contract::kDecodeRowBlock &&
+      q.shape[3] == contract::kDecodeRowBlockDim &&
+      gqa_rows(q, out, lse, m, q.shape[1] / Hkv, &rows)) {
+    return run(rows.q, rows.out, rows.lse, rows.mask);
+  }
+  return run(q, out, lse, m);
+}
 
 // Halide's device copies and wrapped device pointers need non-negative strides (its OpenCL and
 // CUDA runtimes abort otherwise): a GPU call with a reversed dimension is refused up front.

@@ -156,24 +156,6 @@ Status run_gpu(detail::Run, const TensorView&, const TensorView&, const TensorVi
 }
 #endif
 
-// A CPU decode call whose GQA group's rows make the decode kernels' row block
-// (attention_contract::kDecodeRowBlock rows at D = kDecodeRowBlockDim) runs as one head's rows
-// where the mask allows (detail::gqa_rows): each work item then reads its split of k and v once,
-// every row using each key as it streams by. `run(q, out, lse, mask)` makes the call.
-template <typename RunCall>
-Status run_cpu_decode(bool decode, const TensorView& q, const TensorView& k, const TensorView& out,
-                      const TensorView& lse, const MaskOptions& m, const RunCall& run) {
-  namespace contract = attention_contract;
-  const int64_t Hkv = k.shape[1];
-  detail::GqaRows rows;
-  if (decode && Hkv > 0 && q.shape[1] / Hkv * q.shape[2] == contract::kDecodeRowBlock &&
-      q.shape[3] == contract::kDecodeRowBlockDim &&
-      detail::gqa_rows(q, out, lse, m, q.shape[1] / Hkv, &rows)) {
-    return run(rows.q, rows.out, rows.lse, rows.mask);
-  }
-  return run(q, out, lse, m);
-}
-
 Status run_masked(const TensorView& call_q, const TensorView& k, const TensorView& v,
                   const TensorView& call_out, const TensorView& call_lse, float scale,
                   const MaskOptions& call_mask) {
@@ -192,7 +174,8 @@ Status run_masked(const TensorView& call_q, const TensorView& k, const TensorVie
         kernel.name, kernel.fn, std::tuple(hq.get(), hk.get(), hv.get(), scale),
         mask.arguments(values_finite), std::tuple(choice.key_split, hout.get(), hlse.get()));
   };
-  return run_cpu_decode(!choice.prefill, call_q, k, call_out, call_lse, call_mask, run);
+  return detail::run_cpu_decode(!choice.prefill, call_q, k.shape[1], call_out, call_lse, call_mask,
+                                run);
 }
 
 // Whether a call has a Float16 or BFloat16 operand (q, k, v, out or the additive mask): it then
@@ -296,7 +279,7 @@ Status run_half_kv_decode(const detail::HalfKvDecodeRow& row, const detail::Kern
     return detail::run_kernel_parts(row.masked.name, row.masked.fn, inputs,
                                     mask.arguments(/*values_finite=*/false), outputs);
   };
-  return run_cpu_decode(true, q, k, out, lse, call_mask, run);
+  return detail::run_cpu_decode(true, q, k.shape[1], out, lse, call_mask, run);
 }
 
 // The native bf16 prefill (detail::bf16_prefill_for): q, k and v read as stored, out rounded
@@ -482,7 +465,7 @@ Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const
     return detail::run_kernel(kernel.name, kernel.fn, hq.get(), hk.get(), hv.get(), scale, split,
                               hout.get(), hlse.get());
   };
-  return run_cpu_decode(!choice.prefill, q, k, out, lse, options.mask, run_plain);
+  return detail::run_cpu_decode(!choice.prefill, q, k.shape[1], out, lse, options.mask, run_plain);
 }
 
 }  // namespace detail
