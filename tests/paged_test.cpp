@@ -290,6 +290,38 @@ TEST(PagedAttention, DecodeD128WithoutGqa) {
   expect_paged_matches_reference(c);
 }
 
+// GQA decode whose group makes the decode kernels' row block (4 rows at D = 128): the CPU runs each
+// kv head's query heads as its rows where the mask treats rows alike (none, softcap, bottom-right
+// causal of one row), per head otherwise; blocks smaller than the kernel's chunks of keys, Dv
+// without the P·V pairs (96), half caches.
+TEST(PagedAttention, GqaDecodeRowBlock) {
+  PagedCase c;
+  c.H = 8;
+  c.Hkv = 2;
+  c.D = c.Dv = 128;
+  c.seq_lens = {37, 1, 0, 300};
+  expect_paged_matches_reference(c);
+  c.block_size = 4;
+  c.layout = PagedKvLayout::BlocksHeadsSlots;
+  c.softcap = 4.0f;
+  expect_paged_matches_reference(c);
+  c.block_size = 64;
+  c.Dv = 96;
+  c.causal = attention::Causal::None;
+  expect_paged_matches_reference(c);
+  c.Dv = 128;
+  c.H = 4;
+  c.Sq = 2;  // 2 heads x 2 rows
+  expect_paged_matches_reference(c);
+  c.causal = attention::Causal::BottomRight;  // rows differ: per head
+  expect_paged_matches_reference(c);
+  c.Sq = 1;
+  c.H = 8;
+  c.block_size = 16;
+  c.cache_dtype = DType::BFloat16;
+  expect_paged_matches_reference(c);
+}
+
 // Several new tokens per sequence against its own cache length, with every mask the paged kernel
 // takes, and a block shared by two sequences (a common prefix).
 TEST(PagedAttention, ChunkedPrefillPerSequenceLengths) {

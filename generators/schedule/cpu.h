@@ -413,7 +413,7 @@ inline void schedule_row_block(SdpaFuncs& f, const CpuTiling& t) {
   f.weighted_sum.update()
       .specialize(pairs)
       .split(x.i, pair_index, in_pair, pair)
-      .reorder(x.c, in_pair, pair_index, chunk_r)
+      .reorder(x.c, in_pair, pair_index, x.h, chunk_r)
       .vectorize(x.c, t.vector);
   chunk_sum.compute_at(f.weighted_sum, pair_index)
       .bound_extent(x.c, dim)
@@ -472,7 +472,9 @@ inline void schedule_grouped_weighted_sum(
 // all_heads (a paged cache, [blocks, slots, kv heads, D]): one item per (key split, batch) with
 // every head inside the key loops, so each key position's rows of all kv heads, adjacent in
 // memory, are read together (per-head items read one row per position, a page apart: 3-4x
-// slower there). With GQA the heads go by the same blocks of keys as above.
+// slower there). With GQA the heads go by the same blocks of keys as above; as one head's rows
+// (schedule_row_block) each key's rows of every kv head are still read together, the row blocks
+// inside the key blocks (paged 8x32(8)x1x2048x128 as rows: see bench/RESULTS.md).
 inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile,
                                    bool all_heads = false) {
   using namespace Halide;
@@ -509,7 +511,7 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
   f.scores.compute_at(at).vectorize(x.j, t.vector);
   // D >= dot_lanes: the lanes' horizontal add has dot_lanes terms (constant, so vectorized).
   const Expr wide_keys = f.head_dim >= t.dot_lanes;
-  if (!all_heads) schedule_row_block(f, t);
+  schedule_row_block(f, t);
   schedule_grouped_scores(f, t);
   Func lanes = f.scores.update()
                    .specialize(wide_keys)

@@ -165,30 +165,36 @@ Status check_paged_options(const TensorView& q, const PagedKvCache& cache, const
 
 // The masked kernels' arguments, with seq_lens as the key lengths over the table's capacity: the
 // kernel adds each sequence's own seq_lens[b] - query_lengths[b] to the diagonal.
-MaskOptions paged_mask(const SdpaOptions& options, const PagedKvCache& cache) {
-  MaskOptions m = options.mask;
+MaskOptions paged_mask(const MaskOptions& call_mask, const PagedKvCache& cache) {
+  MaskOptions m = call_mask;
   m.key_lengths = cache.seq_lens;
   return m;
 }
 
 Status run_paged_cpu(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
                      const SdpaOptions& options, float scale, const PagedShape& s) {
-  const MaskOptions m = paged_mask(options, cache);
-  detail::MaskArgs mask(m, s.B, s.H, s.Sq, s.width * s.block_size);
-  mask.diag_offset = 0;
   const auto& kernel = detail::paged_decode_kernel(detail::Run::CPU, cache.k.dtype);
   // The kernel's work items are (key split, batch), every head inside (paged_sdpa).
   const int32_t key_split = attention_contract::decode_key_split(
       s.B, /*Hkv=*/1, s.longest, detail::kernel_cpu_tiling(kernel.name));
-  std::vector<float> lse_scratch;
-  const TensorView lse = detail::stats_or_scratch(options.logsumexp, {s.B, s.H, s.Sq}, lse_scratch);
-  detail::HalideView hq(q), hk(blocks_slots_heads(cache.k, cache.layout)),
-      hv(blocks_slots_heads(cache.v, cache.layout)), htable(cache.block_table), hout(out),
-      hlse(lse);
-  return detail::run_kernel_parts(
-      kernel.name, kernel.fn, std::tuple(hq.get(), hk.get(), hv.get(), scale),
-      mask.arguments(/*values_finite=*/false),
-      std::tuple(htable.get(), s.block_shift, key_split, hout.get(), hlse.get()));
+  detail::HalideView hk(blocks_slots_heads(cache.k, cache.layout)),
+      hv(blocks_slots_heads(cache.v, cache.layout)), htable(cache.block_table);
+  const auto run = [&](const TensorView& call_q, const TensorView& call_out,
+                       const TensorView& call_lse, const MaskOptions& call_mask) {
+    const MaskOptions m = paged_mask(call_mask, cache);
+    const int64_t H = call_q.shape[1], Sq = call_q.shape[2];
+    detail::MaskArgs mask(m, s.B, H, Sq, s.width * s.block_size);
+    mask.diag_offset = 0;
+    std::vector<float> lse_scratch;
+    const TensorView lse = detail::stats_or_scratch(call_lse, {s.B, H, Sq}, lse_scratch);
+    detail::HalideView hq(call_q), hout(call_out), hlse(lse);
+    return detail::run_kernel_parts(
+        kernel.name, kernel.fn, std::tuple(hq.get(), hk.get(), hv.get(), scale),
+        mask.arguments(/*values_finite=*/false),
+        std::tuple(htable.get(), s.block_shift, key_split, hout.get(), hlse.get()));
+  };
+  // GQA decode with the group's rows making the kernel's row block: one head's rows per kv head.
+  return detail::run_cpu_decode(true, q, s.Hkv, out, options.logsumexp, options.mask, run);
 }
 
 // A GPU call's chunks: batches [batch, batch + batches) and heads [head, head + heads), every query
@@ -254,7 +260,7 @@ Status run_paged_gpu(detail::Run run, const TensorView& q, const PagedKvCache& c
                          rows_chunks);  // one head per kv head now: no further regrouping
   }
   const int32_t key_split = detail::kernel_gpu_tiling(kernel.name).split_keys;
-  const MaskOptions m = paged_mask(options, cache);
+  const MaskOptions m = paged_mask(options.mask, cache);
   const bool lse_given = detail::given(options.logsumexp);
   // The buffers outlive `call`, whose destructor releases their device memory.
   std::deque<detail::HalideView> views;
