@@ -1,5 +1,6 @@
 // GPU calls: which backend a call runs on, and the halide_buffer_t plumbing around a GPU kernel
-// (device pointers wrapped without copies; host tensors copied in and out).
+// (device pointers wrapped without copies; host tensors copied in and out). Also GQA decode as
+// one head's rows (gqa_rows), which the GPU calls and the CPU decode calls (run_cpu_decode) share.
 #pragma once
 
 #include <HalideRuntime.h>
