@@ -133,6 +133,9 @@ class GpuCall {
 
  private:
   Status failure(const char* what, int code);
+  // A host buffer that repeats elements (a stride-0 dimension) and its one-transfer device copy.
+  static bool broadcast(const halide_buffer_t& buffer);
+  Status input_span(halide_buffer_t* buffer);
   Status finish();
   // Detaches wrapped_[wrapped...] and frees allocated_[allocated...], dropping them from the lists.
   void release_from(size_t wrapped, size_t allocated);
