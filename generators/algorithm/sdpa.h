@@ -433,7 +433,10 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     // bounds of a tile's stages span its whole split anyway (a row tile's bounds are not one
     // query group to bounds inference, so the load is not a single point), and in the outer
     // loops they span Sk.
-    key = mod_keys_given ? raw : clamp(raw, lo, hi);
+    // The lower end is capped at the split's last key: where a tile's rows may start seeing keys
+    // past this split (a window ahead of it), lo's bound would otherwise lie beyond the split, and
+    // the stages' bound_extent of one split would fail (a trap inside a CUDA kernel).
+    key = mod_keys_given ? raw : clamp(raw, min(lo, first_key + key_split - 1), hi);
     if (f.grouped) {
       // The keys of the split its group may see (SdpaFuncs::grouped). Logits go in whole blocks
       // of score_keys (x within the block, y the block): the predicate is on the block alone, so
