@@ -153,8 +153,10 @@ Status check_mod_arguments(const char* mod, const halide_filter_metadata_t& md,
                              ": a Device::CUDA tensor, but the call's tensors are host tensors "
                              "(a mod tensor is on the host or on the call's device)");
     }
-    ATTENTION_RETURN_IF_ERROR(
-        detail::check_view(t, name.c_str(), arg.dimensions, "(as the mod declares)", t.dtype));
+    // On the host or on the call's device (checked above).
+    ATTENTION_RETURN_IF_ERROR(detail::check_view(t, name.c_str(), arg.dimensions,
+                                                 "(as the mod declares)", t.dtype,
+                                                 /*any_strides=*/false, t.device));
     ATTENTION_RETURN_IF_ERROR(detail::check_disjoint(out, "out", t, name.c_str()));
   }
   return Status::ok_status();
