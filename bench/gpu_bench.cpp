@@ -364,21 +364,24 @@ void BM_CudaMods(benchmark::State& state, ModRow row) {
   }
   const auto call = [&](ModRow what, const attention::TensorView& to) {
     attention::SdpaOptions options;
+    // A mod call runs whole: its split results (2 GiB at 8 heads × 4096²) exceed the default cap.
+    options.gpu.workspace_limit = int64_t{4} << 30;
     switch (what) {
       case ModRow::kDocumentMod: {
         const attention::ModKernels kernels{"document_mask",
                                             ATTENTION_MOD_KERNEL(mod_document_mask_prefill_cuda),
                                             {},
                                             ATTENTION_MOD_KERNEL(mod_document_mask_ranges_cuda)};
-        return attention::mod_attention(kernels, dq, dk, dv, to,
-                                        {attention::ModArgument::of_tensor("document_ids", dids)});
+        return attention::mod_attention(
+            kernels, dq, dk, dv, to, {attention::ModArgument::of_tensor("document_ids", dids)},
+            options);
       }
       case ModRow::kCausalMod: {
         const attention::ModKernels kernels{"causal",
                                             ATTENTION_MOD_KERNEL(mod_causal_prefill_cuda),
                                             {},
                                             ATTENTION_MOD_KERNEL(mod_causal_ranges_cuda)};
-        return attention::mod_attention(kernels, dq, dk, dv, to, {});
+        return attention::mod_attention(kernels, dq, dk, dv, to, {}, options);
       }
       case ModRow::kDenseBoolMask:
         options.mask.bool_mask = ddense;
