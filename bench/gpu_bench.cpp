@@ -372,9 +372,9 @@ void BM_CudaMods(benchmark::State& state, ModRow row) {
                                             ATTENTION_MOD_KERNEL(mod_document_mask_prefill_cuda),
                                             {},
                                             ATTENTION_MOD_KERNEL(mod_document_mask_ranges_cuda)};
-        return attention::mod_attention(
-            kernels, dq, dk, dv, to, {attention::ModArgument::of_tensor("document_ids", dids)},
-            options);
+        return attention::mod_attention(kernels, dq, dk, dv, to,
+                                        {attention::ModArgument::of_tensor("document_ids", dids)},
+                                        options);
       }
       case ModRow::kCausalMod: {
         const attention::ModKernels kernels{"causal",

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -341,12 +342,14 @@ bool GpuCall::broadcast(const halide_buffer_t& buffer) {
     if (buffer.dim[d].stride < 0) return false;
     repeats = repeats || (buffer.dim[d].stride == 0 && buffer.dim[d].extent > 1);
   }
-  return repeats && buffer.host != nullptr;
+  // One dimension of bytes: larger spans take Halide's own copy.
+  return repeats && buffer.host != nullptr &&
+         buffer.size_in_bytes() <= static_cast<size_t>(std::numeric_limits<int32_t>::max());
 }
 
 // Halide's copy plan cannot merge a stride-0 dimension, so it would copy a broadcast buffer one
 // element per transfer: for the neutral masks (one element repeated over [B, H, Sq, Sk]) that
-// was B·H·Sq·Sk calls of cuMemcpyHtoD, 1.4 s for one 32-head decode at 4096 keys on an H100.
+// was B·H·Sq·Sk calls of cuMemcpyHtoD, 1.5 s for one 32-head paged decode at 4096 keys (H100).
 // The device copy has the buffer's own strides, so the bytes it spans, copied once, are the same.
 Status GpuCall::input_span(halide_buffer_t* buffer) {
   int code = halide_device_malloc(&call_, buffer, interface_);
