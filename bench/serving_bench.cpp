@@ -166,7 +166,9 @@ struct PagedShape {
   int64_t batch, heads, kv_heads, keys, d;
 };
 
-const PagedShape kPagedShapes[] = {{1, 32, 32, 4096, 128}, {8, 32, 8, 2048, 128}};
+// The last, one short sequence: a paged item covers every head, so only key splits spread it.
+const PagedShape kPagedShapes[] = {
+    {1, 32, 32, 4096, 128}, {8, 32, 8, 2048, 128}, {1, 32, 8, 512, 128}};
 const int64_t kBlockSizes[] = {16, 64};
 constexpr double kPagedRotationBytes = double(int64_t(256) << 20);
 
