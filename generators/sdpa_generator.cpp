@@ -607,8 +607,10 @@ class PagedSdpaGenerator : public SdpaGeneratorBase<PagedSdpaGenerator> {
     // CPU: a position's rows of every kv head are adjacent in a paged pool, so items cover every
     // head. The GPU's blocks are (key split, query tile, head) as for contiguous caches.
     plan_.decode_all_heads = !gpu();
-    plan_.k_heads_outer = k_->dim(1).stride() > k_->dim(2).stride();
-    plan_.v_heads_outer = v_->dim(1).stride() > v_->dim(2).stride();
+    if (!gpu()) {  // the CPU items' loop order follows the pools' (schedule_decode_stages)
+      plan_.k_heads_outer = k_->dim(1).stride() > k_->dim(2).stride();
+      plan_.v_heads_outer = v_->dim(1).stride() > v_->dim(2).stride();
+    }
     block_table_->set_estimates({{0, 1024 / 16}, {0, 1}});
     block_shift_->set_estimate(4);
   }

@@ -148,6 +148,34 @@ TEST(KernelContract, CpuSplitsHoldWholeBlocksOfTheTilingThatRuns) {
   EXPECT_EQ(checked, 4);  // sdpa, masked sdpa, additive, Nadaraya–Watson
 }
 
+// decode_key_split with fewer work items asked for (the paged CPU call asks for a few per thread):
+// splits only get longer, stay whole multiples of kSplitKeyMultiple with none empty, and with no
+// more items asked for than (batch, kv head) pairs, each sequence is one split.
+TEST(KernelContract, DecodeSplitsForFewerWorkItemsAreLonger) {
+  namespace contract = attention_contract;
+  const CpuTiling decode = contract::cpu_tiling(16, 32, false);
+  for (int64_t items : {1, 3, 8, 64, 256}) {
+    for (int64_t Sk : {1, 63, 64, 65, 511, 4096, 100003}) {
+      int64_t previous = contract::decode_key_split(items, 1, Sk, decode);
+      EXPECT_EQ(previous,
+                contract::decode_key_split(items, 1, Sk, decode, contract::kDecodeWorkItems));
+      for (int64_t work_items : {32, 8, 2, 1}) {
+        SCOPED_TRACE("items " + std::to_string(items) + " Sk " + std::to_string(Sk) +
+                     " work_items " + std::to_string(work_items));
+        const int64_t split = contract::decode_key_split(items, 1, Sk, decode, work_items);
+        ASSERT_EQ(split % contract::kSplitKeyMultiple, 0);
+        ASSERT_GE(split, previous);
+        const int64_t splits = (Sk + split - 1) / split;
+        ASSERT_LT((splits - 1) * split, Sk);  // the last split starts before Sk
+        if (work_items <= items) {
+          ASSERT_EQ(splits, 1);
+        }
+        previous = split;
+      }
+    }
+  }
+}
+
 // The native bf16 prefill (x86 builds): its tiling is the pair tiling the generator scheduled
 // (attention_contract::cpu_pair_tiling), and every split holds whole key blocks, hence whole
 // pairs of keys.

@@ -290,6 +290,27 @@ TEST(PagedAttention, DecodeD128WithoutGqa) {
   expect_paged_matches_reference(c);
 }
 
+// The CPU's key splits of a slots-major pool follow the thread count (a few work items per thread:
+// 768 keys per split on one thread, 384 on two, 256 on 16); every count matches the reference, and
+// so does the heads-major pool, whose splits do not follow it.
+TEST(PagedAttention, SplitsForEveryThreadCount) {
+  const attention_test::DefaultThreadsOnExit restore;
+  PagedCase c;
+  c.H = c.Hkv = 2;
+  c.D = c.Dv = 64;
+  c.block_size = 16;
+  c.seq_lens = {1500, 700};
+  c.causal = attention::Causal::None;
+  for (int threads : {1, 2, 16}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    attention::set_num_threads(threads);
+    for (PagedKvLayout layout : {PagedKvLayout::BlocksSlotsHeads, PagedKvLayout::BlocksHeadsSlots}) {
+      c.layout = layout;
+      expect_paged_matches_reference(c);
+    }
+  }
+}
+
 // GQA decode whose group makes the decode kernels' row block (4 rows at D = 128): the CPU runs each
 // kv head's query heads as its rows where the mask treats rows alike (none, softcap, bottom-right
 // causal of one row), per head otherwise; blocks smaller than the kernel's chunks of keys, Dv

@@ -12,11 +12,6 @@
 namespace attention_test {
 namespace {
 
-// Restores the default thread count however the test ends.
-struct DefaultThreadsOnExit {
-  ~DefaultThreadsOnExit() { attention::set_num_threads(0); }
-};
-
 // One problem with its inputs filled, and the output of one call.
 struct Problem {
   Problem(const SdpaCase& c, uint64_t seed) : c(c), tensors(c, seed) {}

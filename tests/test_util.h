@@ -19,6 +19,11 @@
 
 namespace attention_test {
 
+// Restores the default thread count (attention::set_num_threads(0)) however a test ends.
+struct DefaultThreadsOnExit {
+  ~DefaultThreadsOnExit() { attention::set_num_threads(0); }
+};
+
 // Memory layouts behind the same logical [B, H, S, D] view (rank-3 tensors such as logsumexp get
 // the analogous layout of [B, H, S] with S innermost).
 enum class Layout {

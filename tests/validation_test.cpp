@@ -254,11 +254,6 @@ TEST(TensorView, FactoriesFillShapeAndStrides) {
   EXPECT_EQ(strided.numel(), 0);
 }
 
-// Restores the default thread count however the test ends.
-struct DefaultThreadsOnExit {
-  ~DefaultThreadsOnExit() { attention::set_num_threads(0); }
-};
-
 TEST(SdpaThreads, OneAndTwoThreadsMatchReference) {
   const int default_threads = attention::num_threads();
   EXPECT_GE(default_threads, 1);

@@ -176,19 +176,20 @@ inline constexpr int64_t kDecodeRowBlockDim = 128;
 
 // Split-KV for the CPU decode kernels: each (key split, kv head, batch) is one parallel work item
 // (it serves every query head that reads the kv head: GQA reads each kv head once). Keys are split
-// until there are about kDecodeWorkItems items (enough for every core of a large
-// machine to get one, and uneven finishing times to even out on a small one), but no split is
-// shorter than the decode tiling's split_keys. Split lengths are multiples of kSplitKeyMultiple,
-// itself a multiple of every decode tiling's mask_key_block (the masked kernels skip keys in
-// whole blocks).
+// until there are about kDecodeWorkItems items (enough for every core of a large machine to get
+// one, and uneven finishing times to even out on a small one; a caller may ask for fewer,
+// `work_items`), but no split is shorter than the decode tiling's split_keys. Split lengths are
+// multiples of kSplitKeyMultiple, itself a multiple of every decode tiling's mask_key_block (the
+// masked kernels skip keys in whole blocks).
 inline constexpr int64_t kDecodeWorkItems = 64;
 inline constexpr int64_t kSplitKeyMultiple = 64;
 
-constexpr int32_t decode_key_split(int64_t B, int64_t Hkv, int64_t Sk, const CpuTiling& decode) {
+constexpr int32_t decode_key_split(int64_t B, int64_t Hkv, int64_t Sk, const CpuTiling& decode,
+                                   int64_t work_items = kDecodeWorkItems) {
   const int64_t items = std::max<int64_t>(B * Hkv, 1);
   const int64_t least = std::max(decode.split_keys, 1);
   const int64_t splits =
-      std::clamp<int64_t>((kDecodeWorkItems + items - 1) / items, 1, (Sk + least - 1) / least);
+      std::clamp<int64_t>((work_items + items - 1) / items, 1, (Sk + least - 1) / least);
   const int64_t keys = (Sk + splits - 1) / splits;
   return static_cast<int32_t>((keys + kSplitKeyMultiple - 1) / kSplitKeyMultiple *
                               kSplitKeyMultiple);

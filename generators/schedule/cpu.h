@@ -472,9 +472,11 @@ inline void schedule_grouped_weighted_sum(
 // all_heads (a paged cache, [blocks, slots, kv heads, D]): one item per (key split, batch) with
 // every head inside the key loops, so each key position's rows of all kv heads, adjacent in
 // memory, are read together (per-head items read one row per position, a page apart: 3-4x
-// slower there). With GQA the heads go by the same blocks of keys as above; as one head's rows
-// (schedule_row_block) each key's rows of every kv head are still read together, the row blocks
-// inside the key blocks (paged 8x32(8)x1x2048x128 as rows: see bench/RESULTS.md).
+// slower there). A heads-major pool ([blocks, kv heads, slots, D]: k_heads_outer, v_heads_outer)
+// takes the heads outside the keys instead in Q·Kᵀ and P·V, where GQA rows do not apply. With GQA
+// the heads go by the same blocks of keys as above; as one head's rows (schedule_row_block) each
+// key's rows of every kv head are still read together, the row blocks inside the key blocks
+// (paged 8x32(8)x1x2048x128 as rows: see bench/RESULTS.md).
 inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile,
                                    bool all_heads = false,
                                    const Halide::Expr& k_heads_outer = Halide::Expr(),
