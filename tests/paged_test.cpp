@@ -290,13 +290,13 @@ TEST(PagedAttention, DecodeD128WithoutGqa) {
   expect_paged_matches_reference(c);
 }
 
-// The CPU's key splits of a slots-major pool follow the thread count (a few work items per thread:
-// 768 keys per split on one thread, 384 on two, 256 on 16); every count matches the reference, and
-// so does the heads-major pool, whose splits do not follow it.
+// The CPU's key splits follow the thread count (a few work items per thread: 768 keys per split on
+// one thread, 384 on two, 256 on 16) except for a heads-major pool without GQA; every count
+// matches the reference, for both layouts, with and without GQA.
 TEST(PagedAttention, SplitsForEveryThreadCount) {
   const attention_test::DefaultThreadsOnExit restore;
   PagedCase c;
-  c.H = c.Hkv = 2;
+  c.Hkv = 2;
   c.D = c.Dv = 64;
   c.block_size = 16;
   c.seq_lens = {1500, 700};
@@ -306,7 +306,10 @@ TEST(PagedAttention, SplitsForEveryThreadCount) {
     attention::set_num_threads(threads);
     for (PagedKvLayout layout : {PagedKvLayout::BlocksSlotsHeads, PagedKvLayout::BlocksHeadsSlots}) {
       c.layout = layout;
-      expect_paged_matches_reference(c);
+      for (int64_t H : {2, 8}) {
+        c.H = H;
+        expect_paged_matches_reference(c);
+      }
     }
   }
 }

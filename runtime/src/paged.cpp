@@ -184,16 +184,16 @@ Status run_paged_cpu(const TensorView& q, const PagedKvCache& cache, const Tenso
   attention_contract::CpuTiling tiling = detail::kernel_cpu_tiling(kernel.name);
   tiling.split_keys = static_cast<int>(
       std::max<int64_t>(attention_contract::kSplitKeyMultiple, tiling.split_keys / s.Hkv));
-  // A slots-major pool: no more than kPagedItemsPerThread items per thread. Each item pays the
-  // softmax and its split's output for every head, so on a small machine fewer, longer splits are
-  // faster (2 cores: 1x32x1x4096x128 and 8x32(8)x1x2048x128 2-9% faster). Not for a heads-major
-  // pool, whose heads go outside the keys: there long splits were slower (1x32x1x4096x128, block
-  // 16: 4.4-4.7 ms at 64 keys per split, 9.7 at 256).
-  const int64_t work_items =
-      cache.layout == PagedKvLayout::BlocksSlotsHeads
-          ? std::min<int64_t>(attention_contract::kDecodeWorkItems,
-                              kPagedItemsPerThread * num_threads())
-          : attention_contract::kDecodeWorkItems;
+  // No more than kPagedItemsPerThread items per thread: each item pays the softmax and its
+  // split's output for every head, so on a small machine fewer, longer splits are faster (2 cores:
+  // 1x32x1x4096x128 and 8x32(8)x1x2048x128 2-9% faster). Not for a heads-major pool without GQA,
+  // whose heads go outside the keys: there long splits were slower (1x32x1x4096x128, block 16:
+  // 4.4-4.7 ms at 64 keys per split, 9.7 at 256).
+  const bool heads_outside_keys = cache.layout == PagedKvLayout::BlocksHeadsSlots && s.H == s.Hkv;
+  const int64_t work_items = heads_outside_keys
+                                 ? attention_contract::kDecodeWorkItems
+                                 : std::min<int64_t>(attention_contract::kDecodeWorkItems,
+                                                     kPagedItemsPerThread * num_threads());
   const int32_t key_split =
       attention_contract::decode_key_split(s.B, /*Hkv=*/1, s.longest, tiling, work_items);
   detail::HalideView hk(blocks_slots_heads(cache.k, cache.layout)),
