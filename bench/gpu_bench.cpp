@@ -188,6 +188,8 @@ void set_counters(benchmark::State& state, const Shape& s, size_t kv_bytes = siz
 struct Types {
   attention::DType kv = attention::DType::Float32;
   bool all_half = false;
+  // Key lengths (all Sk, a host tensor): the masked kernel, as paged decode runs.
+  bool key_lengths = false;
 };
 
 // `values` stored as `dtype` (rounded on the host by the library's CPU conversion), and the
@@ -230,8 +232,15 @@ void BM_CudaDevicePointers(benchmark::State& state, Shape s, Types types) {
                               dk = upload(k, k16, types.kv, {s.B, s.kv_heads(), s.Sk, s.D}),
                               dv = upload(v, v16, types.kv, {s.B, s.kv_heads(), s.Sk, s.D}),
                               dout = upload(out, out16, q_type, {s.B, s.H, s.Sq, s.D});
+  std::vector<int32_t> lengths(s.B, static_cast<int32_t>(s.Sk));
+  attention::SdpaOptions options;
+  if (types.key_lengths) {
+    options.mask.key_lengths =
+        attention::TensorView::contiguous(lengths.data(), attention::DType::Int32, {s.B});
+  }
   auto call = [&] {
-    const attention::Status status = attention::scaled_dot_product_attention(dq, dk, dv, dout);
+    const attention::Status status =
+        attention::scaled_dot_product_attention(dq, dk, dv, dout, options);
     if (!status.ok()) bench::fail("gpu_bench", status.message());
     gpu.synchronize();
   };
@@ -468,7 +477,12 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }
-  // Paged decode (block sizes 16 and 64) at the decode shape, beside its contiguous cuda/ row.
+  // Paged decode (block sizes 16 and 64) at the decode shape, beside its contiguous cuda/ row and
+  // the contiguous masked kernel with key lengths (what paging adds beyond the mask).
+  benchmark::RegisterBenchmark(name("cuda_keylen", decode).c_str(), BM_CudaDevicePointers, decode,
+                               Types{attention::DType::Float32, false, true})
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
   for (int64_t block : {16, 64}) {
     benchmark::RegisterBenchmark(
         (name("cuda_paged", decode) + "_block" + std::to_string(block)).c_str(), BM_CudaPaged,

@@ -51,7 +51,7 @@ status=0
 # short checks and the benchmark go first: they hold the numbers a lease is for, and
 # gpu_bench checks rows of every shape against the naive loop before timing.
 echo "== device pointers, streams, half precision, rotary embeddings"
-pointer_tests='CudaDevicePointers.*:CudaStream.*:GpuErrors.*:GpuHalf.*:HalfKvCache.*:'
+pointer_tests='CudaDevicePointers.*:CudaStream.*:GpuErrors.*:*GpuStaging.*:GpuHalf.*:HalfKvCache.*:'
 pointer_tests+='RotaryEmbedding.GpuBackendsMatchReference'
 timeout 75 stdbuf -oL ./attention_tests --gtest_filter="$pointer_tests" \
   >"$out/cuda_pointers.txt" 2>&1 || status=$?
@@ -68,7 +68,7 @@ suites='*Sdpa.*:Shards/SdpaSweep.*:Shards/MaskedSdpaSweep.*:Shards/SdpaFuzz.*:'
 suites+='MultiHeadAttention.MatchesReference:MultiHeadAttention.MasksMatchReference:Shards/MhaSweep.*:'
 suites+='PagedAttention.*:ModAttention.*'
 echo "== cuda: suites"
-ATTENTION_TEST_BACKEND=cuda ATTENTION_FUZZ_CASES=500 timeout 210 stdbuf -oL ./attention_tests \
+ATTENTION_TEST_BACKEND=cuda ATTENTION_FUZZ_CASES=500 timeout 180 stdbuf -oL ./attention_tests \
   --gtest_filter="$suites" --gtest_brief=1 >"$out/cuda_suites.txt" 2>&1 ||
   { rc=$?; [[ $status != 0 ]] || status=$rc; }
 grep -E "^\[  (PASSED|FAILED|SKIPPED)|tests? ran" "$out/cuda_suites.txt" | head -20
@@ -78,9 +78,10 @@ if command -v ncu >/dev/null; then
   # The decode kernels (issue 21): the split kernel of the contiguous and of the paged (block 16)
   # row, one ncu run each (a run's first launches are its first row's). Benchmark names go on
   # past the shape ("/real_time"), so the filters end at the shape's "/".
-  echo "== ncu: the decode split kernels, contiguous and paged, B1_H32_Sq1_Sk4096_D128"
+  echo "== ncu: the decode split kernels, contiguous (plain, key lengths) and paged, B1_H32_Sq1_Sk4096_D128"
   : >"$out/ncu.txt"
-  for row in 'cuda/B1_H32_Sq1_Sk4096_D128/' 'cuda_paged/B1_H32_Sq1_Sk4096_D128_block16/'; do
+  for row in 'cuda/B1_H32_Sq1_Sk4096_D128/' 'cuda_keylen/B1_H32_Sq1_Sk4096_D128/' \
+    'cuda_paged/B1_H32_Sq1_Sk4096_D128_block16/'; do
     timeout 30 ncu --clock-control none --section SpeedOfLight --section Occupancy \
       --section LaunchStats -k regex:split_result -c 1 ./gpu_bench --benchmark_filter="$row" \
       --benchmark_min_time=0.01 >>"$out/ncu.txt" 2>&1

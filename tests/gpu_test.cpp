@@ -947,5 +947,83 @@ TEST(GpuGqaRows, DecodeMatchesReference) {
   }
 }
 
+#if ATTENTION_TEST_GPU
+// Small host inputs reach the device together (GpuCall stages them: one transfer into one
+// allocation, each input a device crop of it at its own offset): read back from the device, every
+// input holds its own elements, a broadcast (stride-0) one included, within one chunk and across
+// the chunks' boundary; an input past kStagedInputBytes is left host-dirty for Halide's own copy.
+class GpuStaging : public ::testing::TestWithParam<Backend> {};
+
+TEST_P(GpuStaging, SmallInputsShareOneTransfer) {
+  const attention::Status available = attention::backend_available(GetParam());
+  if (!available.ok()) GTEST_SKIP() << available.message();
+  using attention::detail::Run;
+  const uint64_t seed = seed_for_current_test();
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<int32_t> ints(-1000000, 1000000);
+  const auto fill = [&](std::vector<int32_t>& v) {
+    for (int32_t& x : v) x = ints(rng);
+  };
+  // Sizes that leave each piece's end off the pieces' alignment; the broadcast's one element
+  // stands for [5, 7] (strides 0).
+  std::vector<int32_t> table(3 * 37), lengths(5), one(1), chunked(301),
+      large(attention::detail::kStagedInputBytes / sizeof(int32_t) + 1);
+  for (auto* v : {&table, &lengths, &one, &chunked, &large}) fill(*v);
+  auto dense = [](std::vector<int32_t>& v, std::vector<halide_dimension_t>& dims) {
+    halide_buffer_t b{};
+    b.host = reinterpret_cast<uint8_t*>(v.data());
+    b.type = halide_type_t(halide_type_int, 32);
+    b.dimensions = static_cast<int32_t>(dims.size());
+    b.dim = dims.data();
+    return b;
+  };
+  std::vector<halide_dimension_t> table_dims = {{0, 37, 1}, {0, 3, 37}}, lengths_dims = {{0, 5, 1}},
+                                  one_dims = {{0, 5, 0}, {0, 7, 0}}, chunked_dims = {{0, 301, 1}},
+                                  large_dims = {{0, static_cast<int32_t>(large.size()), 1}};
+  halide_buffer_t b_table = dense(table, table_dims), b_lengths = dense(lengths, lengths_dims),
+                  b_one = dense(one, one_dims), b_chunked = dense(chunked, chunked_dims),
+                  b_large = dense(large, large_dims);
+  const Device host = Device::CPU;
+  {
+    attention::detail::GpuCall call(GetParam() == Backend::CUDA ? Run::CUDA : Run::OpenCL);
+    for (halide_buffer_t* b : {&b_table, &b_lengths, &b_one, &b_large}) {
+      ASSERT_TRUE(call.input(b, host).ok());
+    }
+    ASSERT_TRUE(call.begin_chunk().ok());  // the inputs before the chunk are staged here
+    ASSERT_TRUE(call.input(&b_chunked, host).ok());
+    EXPECT_EQ(b_chunked.device, 0u) << "a chunk's inputs are staged by its run";
+    EXPECT_TRUE(b_large.host_dirty()) << "the large input is Halide's to copy";
+    EXPECT_EQ(b_large.device, 0u);
+    // What the device holds, read back over poisoned host copies.
+    auto expect_device_holds = [&](halide_buffer_t& b, std::vector<int32_t>& v, const char* name) {
+      ASSERT_NE(b.device, 0u) << name << " has no device copy";
+      const std::vector<int32_t> expected = v;
+      std::fill(v.begin(), v.end(), -1);
+      b.set_device_dirty(true);
+      ASSERT_EQ(halide_copy_to_host(nullptr, &b), 0) << name;
+      EXPECT_EQ(v, expected) << name << ", " << seed_note(seed);
+    };
+    // The chunk's "kernel" reads its input back where a kernel would run.
+    const attention::Status ran = call.run("staging check", [&](void*) {
+      expect_device_holds(b_chunked, chunked, "chunk input");
+      return 0;
+    });
+    ASSERT_TRUE(ran.ok()) << ran.message();
+    EXPECT_EQ(b_chunked.device, 0u) << "the chunk's end releases its crop";
+    expect_device_holds(b_table, table, "table");
+    expect_device_holds(b_lengths, lengths, "lengths");
+    expect_device_holds(b_one, one, "broadcast");
+  }
+  for (const halide_buffer_t* b : {&b_table, &b_lengths, &b_one}) {
+    EXPECT_EQ(b->device, 0u) << "the call's end releases the crops";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, GpuStaging, ::testing::Values(Backend::OpenCL, Backend::CUDA),
+                         [](const ::testing::TestParamInfo<Backend>& info) {
+                           return std::string(info.param == Backend::CUDA ? "CUDA" : "OpenCL");
+                         });
+#endif  // ATTENTION_TEST_GPU
+
 }  // namespace
 }  // namespace attention_test

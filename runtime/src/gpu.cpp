@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -309,18 +310,35 @@ GpuCall::GpuCall(Run run, void* cuda_stream)
   }
 }
 
-GpuCall::~GpuCall() { release_from(0, 0); }
+GpuCall::~GpuCall() { release_from(Marks{}); }
 
-void GpuCall::release_from(size_t wrapped, size_t allocated) {
-  for (size_t i = wrapped; i < wrapped_.size(); ++i) {
+void GpuCall::release_from(const Marks& from) {
+  // Crops first: they alias staging allocations.
+  for (size_t i = from.cropped; i < cropped_.size(); ++i) {
+    halide_device_release_crop(&call_, cropped_[i]);
+  }
+  for (size_t i = from.wrapped; i < wrapped_.size(); ++i) {
     halide_cuda_detach_device_ptr(&call_, wrapped_[i]);
   }
-  for (size_t i = allocated; i < allocated_.size(); ++i) halide_device_free(&call_, allocated_[i]);
-  wrapped_.resize(wrapped);
-  allocated_.resize(allocated);
+  for (size_t i = from.allocated; i < allocated_.size(); ++i) {
+    halide_device_free(&call_, allocated_[i]);
+  }
+  cropped_.resize(from.cropped);
+  wrapped_.resize(from.wrapped);
+  allocated_.resize(from.allocated);
 }
 
 Status GpuCall::input(halide_buffer_t* buffer, Device device) {
+  bool staged = device == Device::CPU && buffer->host != nullptr;
+  for (int d = 0; d < buffer->dimensions; ++d) staged = staged && buffer->dim[d].stride >= 0;
+  if (staged && buffer->size_in_bytes() > 0 && buffer->size_in_bytes() <= kStagedInputBytes) {
+    pending_.push_back(buffer);
+    return Status::ok_status();
+  }
+  return attach(buffer, device);
+}
+
+Status GpuCall::attach(halide_buffer_t* buffer, Device device) {
   if (device == Device::CUDA) {
     const auto device_ptr = reinterpret_cast<uintptr_t>(buffer->host);
     buffer->host = nullptr;
@@ -370,8 +388,56 @@ Status GpuCall::input_span(halide_buffer_t* buffer) {
   return Status::ok_status();
 }
 
+// The pieces sit at multiples of kAlign bytes: OpenCL sub-buffers (Halide's crops there) must
+// start at CL_DEVICE_MEM_BASE_ADDR_ALIGN, 4096 bits on the strictest devices.
+Status GpuCall::stage_pending() {
+  if (pending_.empty()) return Status::ok_status();
+  constexpr size_t kAlign = 512;
+  std::vector<size_t> offsets;
+  size_t total = 0;
+  for (const halide_buffer_t* buffer : pending_) {
+    offsets.push_back(total);
+    total += (buffer->size_in_bytes() + kAlign - 1) / kAlign * kAlign;
+  }
+  Staging& staging = staging_.emplace_back();
+  staging.host.resize(total);
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    // Non-negative strides: a buffer's bytes start at its host pointer.
+    std::memcpy(&staging.host[offsets[i]], pending_[i]->host, pending_[i]->size_in_bytes());
+  }
+  staging.bytes = halide_dimension_t(0, static_cast<int32_t>(total), 1);
+  halide_buffer_t& whole = staging.buffer;
+  whole.host = staging.host.data();
+  whole.type = halide_type_t(halide_type_uint, 8);
+  whole.dimensions = 1;
+  whole.dim = &staging.bytes;
+  whole.set_host_dirty(true);
+  int code = halide_device_malloc(&call_, &whole, interface_);
+  if (code != 0) return failure("halide_device_malloc", code);
+  allocated_.push_back(&whole);
+  code = halide_copy_to_device(&call_, &whole, interface_);
+  if (code != 0) return failure("halide_copy_to_device", code);
+  // Halide's crop takes a source of the crop's rank and places it at
+  // sum((crop.min - source.min) * source.stride) source elements: a byte view whose first
+  // dimension starts `offset` before the crop's, its other dimensions where the crop's start.
+  for (size_t i = 0; i < pending_.size(); ++i) {
+    halide_buffer_t* buffer = pending_[i];
+    std::vector<halide_dimension_t> dims(buffer->dim, buffer->dim + buffer->dimensions);
+    dims[0].min -= static_cast<int32_t>(offsets[i]);
+    dims[0].stride = 1;
+    halide_buffer_t source = whole;
+    source.dimensions = buffer->dimensions;
+    source.dim = dims.data();
+    code = halide_device_crop(&call_, &source, buffer);
+    if (code != 0) return failure("halide_device_crop", code);
+    cropped_.push_back(buffer);
+  }
+  pending_.clear();
+  return Status::ok_status();
+}
+
 Status GpuCall::output(halide_buffer_t* buffer, Device device) {
-  ATTENTION_RETURN_IF_ERROR(input(buffer, device));
+  ATTENTION_RETURN_IF_ERROR(attach(buffer, device));
   if (device == Device::CUDA) return Status::ok_status();  // written in place on the device
   buffer->set_host_dirty(false);
   host_outputs_.push_back(buffer);
@@ -396,20 +462,23 @@ Status GpuCall::scratch(halide_buffer_t* buffer) {
 }
 
 void GpuCall::release(halide_buffer_t* buffer) {
-  for (auto* list : {&allocated_, &wrapped_, &host_outputs_}) {
+  // A crop's staging allocation stays until the call ends (small).
+  for (auto* list : {&allocated_, &wrapped_, &cropped_, &host_outputs_, &pending_}) {
     const auto at = std::find(list->begin(), list->end(), buffer);
     if (at == list->end()) continue;
     if (list == &allocated_) halide_device_free(&call_, buffer);
     if (list == &wrapped_) halide_cuda_detach_device_ptr(&call_, buffer);
+    if (list == &cropped_) halide_device_release_crop(&call_, buffer);
     list->erase(at);
   }
 }
 
-void GpuCall::begin_chunk() {
+Status GpuCall::begin_chunk() {
+  ATTENTION_RETURN_IF_ERROR(stage_pending());  // the buffers of the whole call
   in_chunk_ = true;
   chunk_outputs_ = host_outputs_.size();
-  chunk_allocated_ = allocated_.size();
-  chunk_wrapped_ = wrapped_.size();
+  chunk_ = {wrapped_.size(), allocated_.size(), cropped_.size()};
+  return Status::ok_status();
 }
 
 Status GpuCall::wait() {
@@ -442,7 +511,7 @@ Status GpuCall::finish() {
     }
   }
   if (!in_chunk_) return Status::ok_status();
-  release_from(chunk_wrapped_, chunk_allocated_);
+  release_from(chunk_);
   host_outputs_.resize(chunk_outputs_);
   in_chunk_ = false;
   return Status::ok_status();

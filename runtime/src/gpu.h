@@ -5,6 +5,7 @@
 
 #include <HalideRuntime.h>
 
+#include <deque>
 #include <tuple>
 #include <vector>
 
@@ -78,10 +79,13 @@ Status run_cpu_decode(bool decode_tiling, const TensorView& q, int64_t Hkv, cons
 // CUDA runtimes abort otherwise): a GPU call with a reversed dimension is refused up front.
 Status check_gpu_strides(const std::vector<NamedView>& tensors);
 
-// The buffers of one GPU kernel call. Inputs on the host are marked host-dirty, so Halide copies
-// them to the device; CUDA tensors are wrapped (halide_cuda_wrap_device_ptr) and never copied.
-// After the call, outputs on the host are copied back, and every device allocation Halide made or
-// wrapped is released.
+// The buffers of one GPU kernel call. Small host inputs (block tables, lengths, slopes, the
+// neutral masks' one element: kStagedInputBytes at most) go to the device together, in one
+// transfer into one allocation, each a device crop of it: a serving call's half-dozen small inputs
+// would otherwise each pay a synchronous copy. Larger host inputs are marked host-dirty, so Halide
+// copies them to the device; CUDA tensors are wrapped (halide_cuda_wrap_device_ptr) and never
+// copied. After the call, outputs on the host are copied back, and every device allocation Halide
+// made, wrapped or cropped is released.
 // The GPU kernels take Float16 and BFloat16 tensors as their raw 16-bit words (UInt(16)) and
 // convert in the kernel (generators/algorithm/bfloat16.h): `buffer`, a HalideView of such a
 // tensor, retyped for them.
@@ -107,8 +111,9 @@ class GpuCall {
   Status scratch(halide_buffer_t* buffer);
   // Buffers registered from here on belong to one chunk of a call (kernel_choice.h, GpuChunk):
   // the next run() releases their device memory once its outputs are back, so a call in chunks
-  // holds one chunk's buffers at a time. Those registered before (k, v) stay until the call ends.
-  void begin_chunk();
+  // holds one chunk's buffers at a time. Those registered before (k, v) stay until the call ends
+  // (small host ones are copied to the device here).
+  Status begin_chunk();
   // Releases one buffer registered before the current chunk (its device memory, or its wrapping),
   // e.g. the k and v of a finished group of chunks. Not during a chunk.
   void release(halide_buffer_t* buffer);
@@ -120,6 +125,7 @@ class GpuCall {
   // Runs `kernel` (built with user_context) and brings the outputs back.
   template <typename Kernel, typename... Args>
   Status run(const char* kernel_name, Kernel kernel, Args... args) {
+    ATTENTION_RETURN_IF_ERROR(stage_pending());
     const int code = kernel(&call_, args...);
     if (code != 0) return failure(kernel_name, code);
     return finish();
@@ -136,16 +142,36 @@ class GpuCall {
   // A host buffer that repeats elements (a stride-0 dimension) and its one-transfer device copy.
   static bool broadcast(const halide_buffer_t& buffer);
   Status input_span(halide_buffer_t* buffer);
+  // A buffer on `device` the kernel reads or writes, without staging.
+  Status attach(halide_buffer_t* buffer, Device device);
+  // Copies the pending small host inputs to the device in one transfer, each then a crop of it.
+  Status stage_pending();
   Status finish();
-  // Detaches wrapped_[wrapped...] and frees allocated_[allocated...], dropping them from the lists.
-  void release_from(size_t wrapped, size_t allocated);
+  // Where each list's buffers of a chunk start.
+  struct Marks {
+    size_t wrapped = 0, allocated = 0, cropped = 0;
+  };
+  // Releases the crops, wrappings and allocations from `from` on, dropping them from the lists.
+  void release_from(const Marks& from);
+
+  // One staging allocation: its bytes on the host and their device copy.
+  struct Staging {
+    std::vector<uint8_t> host;
+    halide_dimension_t bytes{};
+    halide_buffer_t buffer{};
+  };
 
   const halide_device_interface_t* interface_;
   KernelCall call_;
-  std::vector<halide_buffer_t*> host_outputs_, allocated_, wrapped_;
+  std::vector<halide_buffer_t*> host_outputs_, allocated_, wrapped_, cropped_, pending_;
+  std::deque<Staging> staging_;  // a deque: allocated_ points at its buffers
   // Where the current chunk's buffers start in the lists above (begin_chunk), or none.
   bool in_chunk_ = false;
-  size_t chunk_outputs_ = 0, chunk_allocated_ = 0, chunk_wrapped_ = 0;
+  size_t chunk_outputs_ = 0;
+  Marks chunk_;
 };
+
+// The largest host input GpuCall stages (copies to the device with the call's other small ones).
+inline constexpr size_t kStagedInputBytes = size_t{256} << 10;
 
 }  // namespace attention::detail

@@ -284,7 +284,7 @@ Status run_mha_gpu(detail::Run run, const TensorView& x_q, const TensorView& x_k
     detail::HalideView& hlse =
         chunk_views.emplace_back(TensorView::contiguous(nullptr, {c.batches, s.H, c.rows}), mins);
     detail::MaskArgs& mask = chunk_masks.emplace_back(m, s.B, s.H, s.Sq, s.Sk, c.row, c.rows);
-    call.begin_chunk();
+    ATTENTION_RETURN_IF_ERROR(call.begin_chunk());
     ATTENTION_RETURN_IF_ERROR(call.input(hx_q.get(), x_q.device));
     ATTENTION_RETURN_IF_ERROR(call.output(hout.get(), out.device));
     ATTENTION_RETURN_IF_ERROR(call.scratch(hlse.get()));

@@ -322,7 +322,7 @@ Status run_paged_gpu(detail::Run run, const TensorView& q, const PagedKvCache& c
     detail::HalideView& htable =
         views.emplace_back(detail::slice(cache.block_table, 0, c.batch, c.batches),
                            std::array<int64_t, kMaxRank>{c.batch, 0, 0, 0});
-    call.begin_chunk();
+    ATTENTION_RETURN_IF_ERROR(call.begin_chunk());
     ATTENTION_RETURN_IF_ERROR(call.input(hq.get(), q.device));
     ATTENTION_RETURN_IF_ERROR(call.input(htable.get(), Device::CPU));
     ATTENTION_RETURN_IF_ERROR(call.output(hout.get(), out.device));

@@ -121,7 +121,7 @@ Status run_gpu(detail::Run run, const TensorView& call_q, const TensorView& k, c
       detail::HalideView& hlse = chunk_views.emplace_back(
           lse_given ? window(lse) : TensorView::contiguous(nullptr, {c.batches, c.heads, c.rows}),
           mins);
-      call.begin_chunk();
+      ATTENTION_RETURN_IF_ERROR(call.begin_chunk());
       ATTENTION_RETURN_IF_ERROR(call.input(hq.get(), q.device));
       ATTENTION_RETURN_IF_ERROR(call.output(hout.get(), out.device));
       ATTENTION_RETURN_IF_ERROR(lse_given ? call.output(hlse.get(), lse.device)
