@@ -5,9 +5,16 @@
 # variant's time and GFLOP/s at the benchmark's prefill shapes and its difference from the
 # default tiling (the first row). Variants: "name gpu_param=value ..." (kernel_contract.h), around
 # the default (8 × 4 score tiles, 16 features staged per step) and the one it replaced.
+# MODE=decode: the decode kernel (query_tiling=decode) at decode shapes instead (DIR default
+# .gpu/sweep_decode), with variants that put more blocks or fewer idle threads in flight: shorter
+# splits, one query per block (Sq = 1 fills half of today's 2-query tile), P·V passes as wide as
+# Dv = 128. MODE=paged: the same variants of the paged decode kernel (paged_sdpa) on pools of
+# shuffled blocks of 16 and 64 keys (DIR default .gpu/sweep_paged).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+mode=${MODE:-prefill}
 dir=${1:-$root/.gpu/sweep}
+[[ $mode != prefill && -z ${1:-} ]] && dir=$root/.gpu/sweep_$mode
 generator=$root/build/generators/attention_generators
 halide=$(echo "$root"/.venv/lib/python3*/site-packages/halide)
 # API=opencl: the same variants for OpenCL (PoCL here), run with `small` to check their outputs.
@@ -19,24 +26,58 @@ if [[ $api == opencl ]]; then
   defines=-DSWEEP_OPENCL=1
   dir=$dir-opencl
 fi
-variants=(
-  "default"
-  "previous gpu_feature_block=8 gpu_score_queries=4"
-  "score4x4 gpu_score_queries=4"
-  "score8x8 gpu_score_keys=8"
-  "q32_k128 gpu_query_tile=32 gpu_split_keys=128"
-  "q128_k32 gpu_query_tile=128 gpu_split_keys=32"
-  "pv16x4 gpu_pv_queries=16"
-  "pv8x8 gpu_pv_features=8 gpu_feature_threads=16"
-)
+default_split=64
+generator_name=sdpa
+query_tiling=$mode
+if [[ $mode == paged ]]; then
+  generator_name=paged_sdpa
+  query_tiling=decode
+  defines+=" -DSWEEP_PAGED=1"
+fi
+if [[ $mode != prefill ]]; then
+  defines+=" -DSWEEP_DECODE=1"
+  default_split=128
+  variants=(
+    "default"
+    "k64 gpu_split_keys=64"
+    "k32 gpu_split_keys=32"
+    "q1 gpu_query_tile=1 gpu_score_queries=1 gpu_pv_queries=1"
+    "q1_k64 gpu_query_tile=1 gpu_score_queries=1 gpu_pv_queries=1 gpu_split_keys=64"
+    "ft32 gpu_feature_threads=32"
+    "q1_ft32_k64 gpu_query_tile=1 gpu_score_queries=1 gpu_pv_queries=1 gpu_feature_threads=32 gpu_split_keys=64"
+    "q1_ft32_k32 gpu_query_tile=1 gpu_score_queries=1 gpu_pv_queries=1 gpu_feature_threads=32 gpu_split_keys=32"
+    "fb16 gpu_feature_block=16"
+    "q1_sk1 gpu_query_tile=1 gpu_score_queries=1 gpu_pv_queries=1 gpu_score_keys=1"
+  )
+else
+  variants=(
+    "default"
+    "previous gpu_feature_block=8 gpu_score_queries=4"
+    "score4x4 gpu_score_queries=4"
+    "score8x8 gpu_score_keys=8"
+    "q32_k128 gpu_query_tile=32 gpu_split_keys=128"
+    "q128_k32 gpu_query_tile=128 gpu_split_keys=32"
+    "pv16x4 gpu_pv_queries=16"
+    "pv8x8 gpu_pv_features=8 gpu_feature_threads=16"
+  )
+fi
 mkdir -p "$dir"
 header=$dir/sweep_variants.h
 {
   echo "// Written by scripts/gpu_tiling_sweep.sh."
   echo "#pragma once"
-  echo "struct Variant { const char* name; int (*function)(void const*, struct halide_buffer_t*,"
-  echo "  struct halide_buffer_t*, struct halide_buffer_t*, float, int, struct halide_buffer_t*,"
-  echo "  struct halide_buffer_t*); int split_keys; };"
+  if [[ $mode == paged ]]; then  # paged_sdpa's arguments (sdpa_generator.cpp)
+    echo "using Hb = struct halide_buffer_t*;"
+    echo "struct Variant { const char* name; int (*function)(void const*, Hb q, Hb k, Hb v,"
+    echo "  float scale, Hb key_lengths, Hb query_lengths, int diag_offset, int band_back,"
+    echo "  int band_forward, bool has_bias, Hb bool_mask, Hb additive_mask, Hb alibi_slopes,"
+    echo "  float softcap, bool values_finite, Hb block_table, int block_shift, int key_split,"
+    echo "  Hb out, Hb lse); int split_keys; };"
+  else
+    echo "struct Variant { const char* name; int (*function)(void const*, struct halide_buffer_t*,"
+    echo "  struct halide_buffer_t*, struct halide_buffer_t*, float, int, struct halide_buffer_t*,"
+    echo "  struct halide_buffer_t*); int split_keys; };"
+  fi
 } >"$header"
 rows=""
 objects=()
@@ -44,11 +85,11 @@ for entry in "${variants[@]}"; do
   read -r name params <<<"$entry"
   fn=sweep_$name
   # shellcheck disable=SC2086
-  "$generator" -g sdpa -n "$fn" -f "$fn" -e object,c_header -o "$dir" target=$target \
-    query_tiling=prefill $params
+  "$generator" -g $generator_name -n "$fn" -f "$fn" -e object,c_header -o "$dir" target=$target \
+    query_tiling=$query_tiling $params
   split=$(sed -n 's/.*gpu_split_keys=\([0-9]*\).*/\1/p' <<<"$params")
   echo "#include \"$fn.h\"" >>"$header"
-  rows+="  {\"$name${params:+ ($params)}\", $fn, ${split:-64}},"$'\n'
+  rows+="  {\"$name${params:+ ($params)}\", $fn, ${split:-$default_split}},"$'\n'
   objects+=("$dir/$fn.o")
 done
 printf 'const Variant kVariants[] = {\n%s};\n' "$rows" >>"$header"
