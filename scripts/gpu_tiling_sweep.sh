@@ -6,9 +6,8 @@
 # default tiling (the first row). Variants: "name gpu_param=value ..." (kernel_contract.h), around
 # the default (8 × 4 score tiles, 16 features staged per step) and the one it replaced.
 # MODE=decode: the decode kernel (query_tiling=decode) at decode shapes instead (DIR default
-# .gpu/sweep_decode), with variants that put more blocks or fewer idle threads in flight: shorter
-# splits, one query per block (Sq = 1 fills half of today's 2-query tile), P·V passes as wide as
-# Dv = 128. MODE=paged: the same variants of the paged decode kernel (paged_sdpa) on pools of
+# .gpu/sweep_decode), with variants around the default (one warp on one query, 64 keys, P·V
+# passes of 32 × 4 features) and the one it replaced (2 queries, 128 keys, 64 threads). MODE=paged: the same variants of the paged decode kernel (paged_sdpa) on pools of
 # shuffled blocks of 16 and 64 keys (DIR default .gpu/sweep_paged).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,7 +25,7 @@ if [[ $api == opencl ]]; then
   defines=-DSWEEP_OPENCL=1
   dir=$dir-opencl
 fi
-default_split=64
+default_split=64  # both tilings' split_keys
 generator_name=sdpa
 query_tiling=$mode
 if [[ $mode == paged ]]; then
@@ -36,18 +35,15 @@ if [[ $mode == paged ]]; then
 fi
 if [[ $mode != prefill ]]; then
   defines+=" -DSWEEP_DECODE=1"
-  default_split=128
   variants=(
     "default"
-    "k64 gpu_split_keys=64"
+    "previous gpu_query_tile=2 gpu_score_queries=2 gpu_pv_queries=2 gpu_feature_threads=64 gpu_split_keys=128"
+    "k128 gpu_split_keys=128"
     "k32 gpu_split_keys=32"
-    "q1 gpu_query_tile=1 gpu_score_queries=1 gpu_pv_queries=1"
-    "q1_k64 gpu_query_tile=1 gpu_score_queries=1 gpu_pv_queries=1 gpu_split_keys=64"
-    "ft32 gpu_feature_threads=32"
-    "q1_ft32_k64 gpu_query_tile=1 gpu_score_queries=1 gpu_pv_queries=1 gpu_feature_threads=32 gpu_split_keys=64"
-    "q1_ft32_k32 gpu_query_tile=1 gpu_score_queries=1 gpu_pv_queries=1 gpu_feature_threads=32 gpu_split_keys=32"
+    "q2 gpu_query_tile=2 gpu_score_queries=2 gpu_pv_queries=2"
+    "ft64 gpu_feature_threads=64"
+    "sk1 gpu_score_keys=1"
     "fb16 gpu_feature_block=16"
-    "q1_sk1 gpu_query_tile=1 gpu_score_queries=1 gpu_pv_queries=1 gpu_score_keys=1"
   )
 else
   variants=(

@@ -140,14 +140,19 @@ constexpr GpuTiling gpu_tiling(GpuApi api, bool wide_queries) {
     t.feature_block = 16;
   } else {
     // One or two queries (Sq <= kDecodeMaxQueries): each key and value is used at most twice, so
-    // the tiles run along keys and features; a block streams 128 keys.
-    t.query_tile = 2;
-    t.split_keys = 128;
-    t.score_queries = 2;
+    // the tiles run along keys and features. A block is one warp on one query (Sq = 1 filled
+    // half of a 2-query tile) streaming 64 keys, its P·V pass 32 × 4 features (Dv = 128 whole;
+    // 64 × 4 left half the threads on padding). Measured on an H200 against the 2-query, 128-key
+    // tile of 64 threads (scripts/gpu_tiling_sweep.sh MODE=decode / paged, bench/RESULTS.md):
+    // 1×32×1×4096×128 decode 0.111 -> 0.097 ms, 8 batches 0.479 -> 0.427 ms, paged (block 16)
+    // 0.231 -> 0.171 ms and 0.925 -> 0.600 ms with 8 sequences; two rows (GQA) on par.
+    t.query_tile = 1;
+    t.split_keys = 64;
+    t.score_queries = 1;
     t.score_keys = 2;
-    t.pv_queries = 2;
+    t.pv_queries = 1;
     t.pv_features = 4;
-    t.feature_threads = 64;
+    t.feature_threads = 32;
     t.feature_block = 8;
   }
   t.key_block = 1;

@@ -149,14 +149,16 @@ inline void schedule_sdpa_gpu(SdpaFuncs& f, const GpuTiling& t) {
 
   // The combine: per row, the largest split logsumexp and the weight total (a kernel each, a
   // thread per query), then out (a thread per (value feature, query), its sum over the splits in
-  // a register) and logsumexp (a thread per query).
+  // a register; a block per 32 features, so a decode call's few rows still fill the GPU: with the
+  // feature passes inside a thread, 1×32×1×4096×128's out kernel took 19 µs on an H200, 7.6 µs
+  // as blocks) and logsumexp (a thread per query).
   const int rows = std::min(t.query_tile, 8), features = 32;
   auto row_blocks = [&](Func func, bool with_features) {
     func.split(x.i, tile, i_in, rows, guard).fuse(x.h, x.b, hb);
     if (with_features) {
       func.split(x.c, c_pass, c_in, features, guard)
           .reorder(c_in, i_in, c_pass, tile, hb)
-          .gpu_blocks(tile, hb)
+          .gpu_blocks(c_pass, tile, hb)
           .gpu_threads(c_in, i_in);
     } else {
       func.reorder(i_in, tile, hb).gpu_blocks(tile, hb).gpu_threads(i_in);
