@@ -329,7 +329,7 @@ void GpuCall::release_from(const Marks& from) {
 }
 
 Status GpuCall::input(halide_buffer_t* buffer, Device device) {
-  bool staged = device == Device::CPU && buffer->host != nullptr;
+  bool staged = device == Device::CPU && buffer->host != nullptr && buffer->dimensions > 0;
   for (int d = 0; d < buffer->dimensions; ++d) staged = staged && buffer->dim[d].stride >= 0;
   if (staged && buffer->size_in_bytes() > 0 && buffer->size_in_bytes() <= kStagedInputBytes) {
     pending_.push_back(buffer);
