@@ -9,12 +9,14 @@
 #   DIR/gpu_check.sh run              there (the device tool: carry DIR): the CUDA suites (the
 #                                     cuda: tests' filter and environment, CudaDevicePointers,
 #                                     CudaStream), bench/gpu_bench, PyTorch's SDPA on the same
-#                                     GPU (bench/torch_sdpa.py) and, where ncu works, the
-#                                     decode kernels' (contiguous and paged) speed-of-light
-#                                     sections; in 540 s at most, inside one device call
+#                                     GPU (bench/torch_sdpa.py), the decode and paged kernels'
+#                                     tiling sweeps (scripts/gpu_tiling_sweep.sh) and, where ncu
+#                                     works, the decode kernels' (contiguous and paged)
+#                                     speed-of-light sections; in 540 s at most, inside one
+#                                     device call
 # Everything goes to $OUT (default DIR/out): cuda_suites.txt, cuda_pointers.txt, gpu_bench.json,
 # table.md (bench/gpu_table.py: GFLOP/s, % of the fp32 peak and of the memory bandwidth from the
-# device's properties), torch.txt, ncu.txt; copy the tables into bench/RESULTS.md. Exits 1
+# device's properties), torch.txt, sweeps.md, ncu.txt; copy the tables into bench/RESULTS.md. Exits 1
 # without an NVIDIA GPU, else with the first failing suite's status.
 set -uo pipefail
 mode=${1:-}
@@ -31,6 +33,10 @@ case "$mode" in
     # Google Benchmark is a shared library on Debian; the CUDA image has none.
     ldd "$root/build/bench/gpu_bench" | awk '/libbenchmark/ {print $3}' | xargs -r cp -L -t "$dir"
     cp "$root/bench/gpu_table.py" "$root/bench/torch_sdpa.py" "$0" "$dir/"
+    # The decode and paged kernels' tiling sweeps (scripts/gpu_tiling_sweep.sh), a few MB each.
+    for sweep in decode paged; do
+      MODE=$sweep "$root/scripts/gpu_tiling_sweep.sh" "$dir/sweep_$sweep" >/dev/null || exit 1
+    done
     du -sh "$dir"
     exit 0 ;;
   run) ;;
@@ -68,12 +74,18 @@ suites='*Sdpa.*:Shards/SdpaSweep.*:Shards/MaskedSdpaSweep.*:Shards/SdpaFuzz.*:'
 suites+='MultiHeadAttention.MatchesReference:MultiHeadAttention.MasksMatchReference:Shards/MhaSweep.*:'
 suites+='PagedAttention.*:ModAttention.*'
 echo "== cuda: suites"
-ATTENTION_TEST_BACKEND=cuda ATTENTION_FUZZ_CASES=500 timeout 180 stdbuf -oL ./attention_tests \
+ATTENTION_TEST_BACKEND=cuda ATTENTION_FUZZ_CASES=500 timeout 150 stdbuf -oL ./attention_tests \
   --gtest_filter="$suites" --gtest_brief=1 >"$out/cuda_suites.txt" 2>&1 ||
   { rc=$?; [[ $status != 0 ]] || status=$rc; }
 grep -E "^\[  (PASSED|FAILED|SKIPPED)|tests? ran" "$out/cuda_suites.txt" | head -20
 echo "== PyTorch SDPA, fp32, same GPU"
 timeout 45 python3 torch_sdpa.py 2>&1 | tee "$out/torch.txt"
+echo "== decode tiling sweeps: the default tiling against its variants (kernels called directly)"
+: >"$out/sweeps.md"
+for sweep in decode paged; do
+  [[ -x sweep_$sweep/gpu_tiling_sweep ]] || continue
+  timeout 30 ./sweep_$sweep/gpu_tiling_sweep | tee -a "$out/sweeps.md"
+done
 if command -v ncu >/dev/null; then
   # The decode kernels (issue 21): the split kernel of the contiguous and of the paged (block 16)
   # row, one ncu run each (a run's first launches are its first row's). Benchmark names go on
@@ -82,7 +94,7 @@ if command -v ncu >/dev/null; then
   : >"$out/ncu.txt"
   for row in 'cuda/B1_H32_Sq1_Sk4096_D128/' 'cuda_keylen/B1_H32_Sq1_Sk4096_D128/' \
     'cuda_paged/B1_H32_Sq1_Sk4096_D128_block16/'; do
-    timeout 30 ncu --clock-control none --section SpeedOfLight --section Occupancy \
+    timeout 20 ncu --clock-control none --section SpeedOfLight --section Occupancy \
       --section LaunchStats -k regex:split_result -c 1 ./gpu_bench --benchmark_filter="$row" \
       --benchmark_min_time=0.01 >>"$out/ncu.txt" 2>&1
   done
