@@ -25,7 +25,6 @@ if [[ $api == opencl ]]; then
   defines=-DSWEEP_OPENCL=1
   dir=$dir-opencl
 fi
-default_split=64  # both tilings' split_keys
 generator_name=sdpa
 query_tiling=$mode
 if [[ $mode == paged ]]; then
@@ -59,22 +58,7 @@ else
 fi
 mkdir -p "$dir"
 header=$dir/sweep_variants.h
-{
-  echo "// Written by scripts/gpu_tiling_sweep.sh."
-  echo "#pragma once"
-  if [[ $mode == paged ]]; then  # paged_sdpa's arguments (sdpa_generator.cpp)
-    echo "using Hb = struct halide_buffer_t*;"
-    echo "struct Variant { const char* name; int (*function)(void const*, Hb q, Hb k, Hb v,"
-    echo "  float scale, Hb key_lengths, Hb query_lengths, int diag_offset, int band_back,"
-    echo "  int band_forward, bool has_bias, Hb bool_mask, Hb additive_mask, Hb alibi_slopes,"
-    echo "  float softcap, bool values_finite, Hb block_table, int block_shift, int key_split,"
-    echo "  Hb out, Hb lse); int split_keys; };"
-  else
-    echo "struct Variant { const char* name; int (*function)(void const*, struct halide_buffer_t*,"
-    echo "  struct halide_buffer_t*, struct halide_buffer_t*, float, int, struct halide_buffer_t*,"
-    echo "  struct halide_buffer_t*); int split_keys; };"
-  fi
-} >"$header"
+printf '// Written by scripts/gpu_tiling_sweep.sh.\n#pragma once\n' >"$header"
 rows=""
 objects=()
 for entry in "${variants[@]}"; do
@@ -85,9 +69,12 @@ for entry in "${variants[@]}"; do
     query_tiling=$query_tiling $params
   split=$(sed -n 's/.*gpu_split_keys=\([0-9]*\).*/\1/p' <<<"$params")
   echo "#include \"$fn.h\"" >>"$header"
-  rows+="  {\"$name${params:+ ($params)}\", $fn, ${split:-$default_split}},"$'\n'
+  rows+="  {\"$name${params:+ ($params)}\", $fn, ${split:-64}},"$'\n'  # 64: both tilings' split_keys
   objects+=("$dir/$fn.o")
 done
+# Every variant has the generator's arguments: the first one's declaration gives their type.
+echo "struct Variant { const char* name; decltype(&sweep_default) function; int split_keys; };" \
+  >>"$header"
 printf 'const Variant kVariants[] = {\n%s};\n' "$rows" >>"$header"
 g++ -std=c++17 -O2 $defines -I "$dir" -I "$halide/include" "$root/bench/gpu_tiling_sweep.cpp" "${objects[@]}" \
   "$root/build/libattention_halide_runtime.a" -ldl -lpthread -o "$dir/gpu_tiling_sweep"
