@@ -369,6 +369,8 @@ bool GpuCall::broadcast(const halide_buffer_t& buffer) {
 // element per transfer: for the neutral masks (one element repeated over [B, H, Sq, Sk]) that
 // was B·H·Sq·Sk calls of cuMemcpyHtoD, 1.5 s for one 32-head paged decode at 4096 keys (H100).
 // The device copy has the buffer's own strides, so the bytes it spans, copied once, are the same.
+// Broadcasts within kStagedInputBytes (the neutral masks among them) are staged instead
+// (stage_pending copies spans the same way); this serves the larger ones.
 Status GpuCall::input_span(halide_buffer_t* buffer) {
   int code = halide_device_malloc(&call_, buffer, interface_);
   if (code != 0) return failure("halide_device_malloc", code);
