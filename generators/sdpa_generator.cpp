@@ -575,6 +575,10 @@ class ModSdpaGenerator : public SdpaGeneratorBase<ModSdpaGenerator> {
 // key_split; outputs out and logsumexp. Decode tiling only (CPU, CUDA and OpenCL).
 class PagedSdpaGenerator : public SdpaGeneratorBase<PagedSdpaGenerator> {
  public:
+  // CPU: P·V over every key of each split, no predicate, with a prefetch of v's rows ahead
+  // (SdpaInputs::whole_split_pv). Any call gets the same results; it is the faster kernel for one
+  // query row per kv head over a [blocks, slots, Hkv, D] pool, where the runtime picks it.
+  GeneratorParam<bool> whole_keys{"whole_keys", false};
   Output<Buffer<float, 4>> out{"out"};              // (c, i, h, b)
   Output<Buffer<float, 3>> logsumexp{"logsumexp"};  // (i, h, b)
 
@@ -588,6 +592,7 @@ class PagedSdpaGenerator : public SdpaGeneratorBase<PagedSdpaGenerator> {
 
   void generate() {
     _halide_user_assert(!prefill()) << "paged_sdpa: query_tiling=decode only\n";
+    _halide_user_assert(!(whole_keys && gpu())) << "paged_sdpa: whole_keys is a CPU schedule\n";
     mask_ = mask_args_.masks();
     // Var "b" is AttentionVars' batch variable: every Func that evaluates the band has it.
     const Var b("b");
@@ -600,16 +605,21 @@ class PagedSdpaGenerator : public SdpaGeneratorBase<PagedSdpaGenerator> {
       const Func table = *block_table_;
       in.seq_k = seq_k;
       in.heads_per_kv = q.dim(2).extent() / k.dim(1).extent();
+      in.whole_split_pv = whole_keys;
       in.k = widened(paged(*k_, table, seq_k, "k_paged"), kv_type, "k_f32");
       // The GPU's P·V blocks round Dv up to whole thread tiles: zeros past the last feature.
       in.v = widened(paged(*v_, table, seq_k, "v_paged", gpu()), kv_type, "v_f32");
     });
     // CPU: a position's rows of every kv head are adjacent in a paged pool, so items cover every
     // head. The GPU's blocks are (key split, query tile, head) as for contiguous caches.
-    plan_.decode_all_heads = !gpu();
     if (!gpu()) {  // the CPU items' loop order follows the pools' (schedule_decode_stages)
-      plan_.k_heads_outer = k_->dim(1).stride() > k_->dim(2).stride();
-      plan_.v_heads_outer = v_->dim(1).stride() > v_->dim(2).stride();
+      PagedItems& items = plan_.paged;
+      items.all_heads = true;
+      items.k_heads_outer = k_->dim(1).stride() > k_->dim(2).stride();
+      items.v_heads_outer = v_->dim(1).stride() > v_->dim(2).stride();
+      items.v_pool = static_cast<ImageParam>(*v_).parameter();
+      // At least 32 rows ahead: one position at 32 kv heads, 32 positions at one.
+      items.prefetch_keys = max(1, 32 / max(v_->dim(1).extent(), 1));
     }
     block_table_->set_estimates({{0, 1024 / 16}, {0, 1}});
     block_shift_->set_estimate(4);

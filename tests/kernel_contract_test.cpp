@@ -47,6 +47,9 @@ TEST(KernelContract, EverySlotHoldsAKernelBuiltForItsRole) {
     EXPECT_EQ(build_param(*build, "q_type"), bf16 ? "bfloat16" : "");
     // Only the sdpa_rope family rotates q and k.
     EXPECT_EQ(build_param(*build, "rope"), slot.family == "sdpa_rope" ? "true" : "");
+    // Only the sdpa_paged_whole families read whole splits.
+    EXPECT_EQ(build_param(*build, "whole_keys"),
+              slot.family.rfind("sdpa_paged_whole", 0) == 0 ? "true" : "");
     if (slot.family.rfind("sdpa_paged", 0) == 0) {
       EXPECT_EQ(generator, "paged_sdpa");
     } else if (slot.family == "sdpa_rope") {

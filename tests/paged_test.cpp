@@ -1,6 +1,6 @@
 // paged_attention: new tokens against a paged KV cache, checked per sequence against the double
 // reference on the sequence's keys gathered from the pool by the test, with shuffled and shared
-// block ids, NaN in every block no sequence uses, both layouts, GQA and the masks. The
+// block ids, NaN in every pool row no sequence uses, both layouts, GQA and the masks. The
 // PagedAttention suite runs once more on each GPU backend (ATTENTION_TEST_BACKEND,
 // tests/CMakeLists.txt), every other call there in the smallest chunks the workspace allows.
 #include <gtest/gtest.h>
@@ -87,12 +87,16 @@ class PagedRun {
     k_.assign(static_cast<size_t>(blocks_ * c.block_size * c.Hkv * c.D), kNaN);
     v_.assign(static_cast<size_t>(blocks_ * c.block_size * c.Hkv * c.Dv), kNaN);
     std::uniform_real_distribution<float> uniform(-1.0f, 1.0f), positive(-0.5f, 1.5f);
-    std::vector<bool> used(static_cast<size_t>(blocks_), false);
-    for (int32_t id : table_)
-      if (id >= 0) used[id] = true;
+    // Slots a sequence holds in each block: the rest of the pool stays NaN, as unwritten cache
+    // rows may be (the CPU kernel reads keys past a sequence's end and must not let them in).
+    std::vector<int64_t> used(static_cast<size_t>(blocks_), 0);
+    for (int64_t b = 0; b < B_; ++b)
+      for (int64_t n = 0; n * c.block_size < c.seq_lens[b]; ++n) {
+        const int32_t id = table_[b * width_ + n];
+        used[id] = std::max(used[id], std::min(c.block_size, c.seq_lens[b] - n * c.block_size));
+      }
     for (int64_t blk = 0; blk < blocks_; ++blk) {
-      if (!used[blk]) continue;
-      for (int64_t slot = 0; slot < c.block_size; ++slot)
+      for (int64_t slot = 0; slot < used[blk]; ++slot)
         for (int64_t h = 0; h < c.Hkv; ++h) {
           for (int64_t d = 0; d < c.D; ++d) k_[offset(blk, slot, h, c.D) + d] = uniform(rng_);
           for (int64_t d = 0; d < c.Dv; ++d) v_[offset(blk, slot, h, c.Dv) + d] = positive(rng_);

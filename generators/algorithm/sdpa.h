@@ -76,6 +76,10 @@ struct SdpaInputs {
   // out, so schedules can vectorize them along keys (CPU decode; prefill vectorizes them across
   // rows).
   bool whole_key_stats = false;
+  // With whole_key_stats and masks: P·V too runs over every key of the split, without r_j's
+  // predicate (SdpaFuncs::r_pv). Keys past a sequence's end are then read, so this suits a paged
+  // cache whose runtime points them at a row the call reads anyway.
+  bool whole_split_pv = false;
   // Rotary embeddings fused in (undefined without): q and k are rotated_q.out and rotated_k.out,
   // both reading rope_table (pair, key position, b), the {cos, sin} of each pair at each key
   // position (queries read the rows of their own positions). Schedules place all three.
@@ -96,9 +100,12 @@ struct SdpaFuncs {
   // at one feature) is 32 contiguous bits: key_pairs (p, j, d/2, kv_head, b) = k(2·(d/2) + p, j),
   // value_pairs (p, c, j/2, kv_head, b) = v(c, 2·(j/2) + p). Schedules compute them per head.
   Halide::Func key_pairs, value_pairs;
-  Halide::RDom r_pairs;   // bf16_pairs: P·V over (key in pair, pair) of a split
-  Halide::RDom r_d;       // over D (feature_block: over (feature in block, block))
-  Halide::RDom r_j;       // over Sk (masked: rounded up to whole key blocks, visible ones only)
+  Halide::RDom r_pairs;  // bf16_pairs: P·V over (key in pair, pair) of a split
+  Halide::RDom r_d;      // over D (feature_block: over (feature in block, block))
+  Halide::RDom r_j;      // over Sk (masked: rounded up to whole key blocks, visible ones only)
+  // P·V's keys: r_j, or every key of the split (SdpaInputs::whole_split_pv: whole_split_pv).
+  Halide::RDom r_pv;
+  bool whole_split_pv = false;
   Halide::Func q_scaled;  // (d, i, h, b)  q * scale: folds the scale into the smaller operand
   Halide::Func scores;    // (j, i, h, b)  scale * q·k
   Halide::Func logits;    // (j, i, h, b)  scores with masks and biases (-inf: hidden key)
@@ -359,8 +366,8 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   };
   const auto vars_of = [&](std::vector<Var> lead) { return with_rows(std::move(lead)); };
   const auto rows_of = [&](std::vector<Expr> lead) { return with_rows(std::move(lead)); };
-  // The key each reduction step reads.
-  Expr key;
+  // The key each reduction step reads (P·V: pv_key, over r_pv).
+  Expr key, pv_key;
   // r_j's predicate on a raw key first_key + r (empty: none).
   std::function<Expr(const Expr&)> visible_at;
   VisitedKeys visited;
@@ -437,6 +444,17 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     // past this split (a window ahead of it), lo's bound would otherwise lie beyond the split, and
     // the stages' bound_extent of one split would fail (a trap inside a CUDA kernel).
     key = mod_keys_given ? raw : clamp(raw, min(lo, first_key + key_split - 1), hi);
+    // whole_split_pv: P·V over the whole split without a predicate, as the statistics
+    // (whole_key_stats): a key a row does not see adds an exact 0 (its weight is 0 from a -inf
+    // logit, and the sum is always NaN-safe). r_j's predicate is a row's own range, tested with
+    // its clamps for every key, row and head of a paged item, which spent most of its
+    // instructions there. The key stays free of loads (a clamp to the sequence's length would be
+    // one), so a prefetch of the rows ahead is one row, not a span of the pool.
+    if (in.whole_split_pv && in.whole_key_stats && !f.grouped && !in.bf16_pairs) {
+      f.whole_split_pv = true;
+      f.r_pv = RDom(0, key_split, "r_pv");
+      pv_key = first_key + f.r_pv.x;
+    }
     if (f.grouped) {
       // The keys of the split its group may see (SdpaFuncs::grouped). Logits go in whole blocks
       // of score_keys (x within the block, y the block): the predicate is on the block alone, so
@@ -571,10 +589,18 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
     weight = cast<float>(f.weights(rows_of({2 * pair + f.r_pairs.x, s}))[1]);
     term = weight * cast<float>(f.value_pairs(f.r_pairs.x, c, pair, kv_head, b));
   } else {
-    weight = f.weights(rows_of({key, s}));
-    term = weight * in.v(c, key, kv_head, b);
+    if (!f.r_pv.defined()) {
+      f.r_pv = f.r_j;
+      pv_key = key;
+    }
+    weight = f.weights(rows_of({pv_key, s}));
+    term = weight * in.v(c, pv_key, kv_head, b);
   }
-  if (f.hides_keys) term = select(f.values_finite, term, select(is_exact_zero(weight), 0.0f, term));
+  if (f.hides_keys) {
+    // Keys past a sequence's end (whole_split_pv) may hold anything: always NaN-safe there.
+    const Expr nan_safe = select(is_exact_zero(weight), 0.0f, term);
+    term = f.whole_split_pv ? nan_safe : select(f.values_finite, term, nan_safe);
+  }
   f.weighted_sum(rows_of({c, s})) += term;
 
   Expr row_sum = f.row_sum(rows_of({s}));

@@ -79,7 +79,7 @@ inline void schedule_weighted_sum_by_key_chunks(SdpaFuncs& f, const CpuTiling& t
   } else {
     f.values.compute_at(f.out, x.h).vectorize(f.values.args()[0], t.vector);
     chunk_sum =
-        f.weighted_sum.update().split(f.r_j, chunk_r, key_r, t.key_chunk).rfactor(chunk_r, chunk);
+        f.weighted_sum.update().split(f.r_pv, chunk_r, key_r, t.key_chunk).rfactor(chunk_r, chunk);
   }
   f.weighted_sum.compute_at(at).vectorize(x.c, t.vector);
   f.weighted_sum.update()
@@ -408,7 +408,7 @@ inline void schedule_row_block(SdpaFuncs& f, const CpuTiling& t) {
   Var chunk("row_key_chunk"), pair_index("row_pair"), in_pair("row_in_pair");
   Func chunk_sum = f.weighted_sum.update()
                        .specialize(pairs)
-                       .split(f.r_j, chunk_r, key_r, chunk_keys)
+                       .split(f.r_pv, chunk_r, key_r, chunk_keys)
                        .rfactor(chunk_r, chunk);
   f.weighted_sum.update()
       .specialize(pairs)
@@ -440,7 +440,7 @@ inline void schedule_grouped_weighted_sum(
     Var chunk("group_key_chunk"), blk_c("group_blk_c"), lane_c("group_lane_c");
     Func chunk_sum = f.weighted_sum.update()
                          .specialize(whole_blocks)
-                         .split(f.r_j, chunk_r, key_r, 32)
+                         .split(f.r_pv, chunk_r, key_r, 32)
                          .rfactor(chunk_r, chunk);
     f.weighted_sum.update()
         .specialize(whole_blocks)
@@ -456,6 +456,21 @@ inline void schedule_grouped_weighted_sum(
   }
 }
 
+// A paged cache's CPU decode items (schedule_decode_stages).
+struct PagedItems {
+  // One work item per (key split, batch) covering every head, the heads inside the key loops, for
+  // a pool that interleaves kv heads per position.
+  bool all_heads = false;
+  // Where k's (v's) kv heads lie further apart than its key positions (a [blocks, Hkv, slots, D]
+  // pool), Q·Kᵀ (P·V) takes the heads outside the keys, so it still reads its pool in order.
+  // Undefined: never.
+  Halide::Expr k_heads_outer, v_heads_outer;
+  // The v pool, which the all-heads P·V prefetches prefetch_keys key positions ahead (undefined:
+  // no prefetch).
+  Halide::Parameter v_pool;
+  Halide::Expr prefetch_keys;
+};
+
 // Decode (few queries), split-KV: one parallel work item per (key split, kv head, batch), so even
 // a single head with a long KV cache fills every core; each item streams its split of K and V once
 // for every query head that reads that kv head (GQA/MQA: the group's queries are a small matrix
@@ -469,20 +484,20 @@ inline void schedule_grouped_weighted_sum(
 // core, whole rows at ~18). With GQA, Q·Kᵀ and P·V go by blocks of keys instead
 // (schedule_grouped_scores, schedule_grouped_weighted_sum).
 //
-// all_heads (a paged cache, [blocks, slots, kv heads, D]): one item per (key split, batch) with
-// every head inside the key loops, so each key position's rows of all kv heads, adjacent in
-// memory, are read together (per-head items read one row per position, a page apart: 3-4x
-// slower there). A heads-major pool ([blocks, kv heads, slots, D]: k_heads_outer, v_heads_outer)
-// takes the heads outside the keys instead in Q·Kᵀ and P·V, where GQA rows do not apply. With GQA
-// the heads go by the same blocks of keys as above; as one head's rows (schedule_row_block) each
-// key's rows of every kv head are still read together, the row blocks inside the key blocks
-// (paged 8x32(8)x1x2048x128 as rows: see bench/RESULTS.md).
+// PagedItems::all_heads (a paged cache, [blocks, slots, kv heads, D]): one item per (key split,
+// batch) with every head inside the key loops, so each key position's rows of all kv heads,
+// adjacent in memory, are read together (per-head items read one row per position, a page apart:
+// 3-4x slower there). A heads-major pool ([blocks, kv heads, slots, D]: k_heads_outer,
+// v_heads_outer) takes the heads outside the keys instead in Q·Kᵀ and P·V, where GQA rows do not
+// apply. With GQA the heads go by the same blocks of keys as above; as one head's rows
+// (schedule_row_block) each key's rows of every kv head are still read together, the row blocks
+// inside the key blocks (paged 8x32(8)x1x2048x128 as rows: see bench/RESULTS.md).
 inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var tile,
-                                   bool all_heads = false,
-                                   const Halide::Expr& k_heads_outer = Halide::Expr(),
-                                   const Halide::Expr& v_heads_outer = Halide::Expr()) {
+                                   const PagedItems& paged = PagedItems()) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
+  const bool all_heads = paged.all_heads;
+  const Expr &k_heads_outer = paged.k_heads_outer, &v_heads_outer = paged.v_heads_outer;
   Var item("item"), split_head("split_head"), lane("lane"), kv_head("kv_head"), group("group");
   RVar d_outer("d_outer"), d_lane("d_lane"), key_outer("key_outer"), key_lane("key_lane");
   f.split_result.compute_root();
@@ -559,7 +574,7 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
     const Expr short_rows = f.value_dim < t.vector;
     Func lanes = f.weighted_sum.update()
                      .specialize(short_rows)
-                     .split(f.r_j, key_outer, key_lane, t.vector)
+                     .split(f.r_pv, key_outer, key_lane, t.vector)
                      .rfactor(key_lane, lane);
     lanes.compute_at(f.weighted_sum, x.i).reorder_storage(lane, x.c).vectorize(lane);
     lanes.update().reorder(lane, x.c, key_outer).vectorize(lane);
@@ -581,22 +596,38 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
     if (v_heads_outer.defined()) {
       f.weighted_sum.update()
           .specialize(v_heads_outer)
-          .reorder(x.c, x.i, f.r_j, x.h)
+          .reorder(x.c, x.i, f.r_pv, x.h)
           .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
     }
-    f.weighted_sum.update()
-        .reorder(x.c, x.i, x.h, f.r_j)
-        .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+    // Without a predicate (SdpaInputs::whole_split_pv), each vector of v prefetches its line of
+    // the row prefetch_keys keys ahead: the hardware prefetchers do not keep up with this order
+    // (every head's row of a key, then the next key) on their own (see bench/RESULTS.md). A
+    // vector is at most one line, so Halide's prefetch covers it exactly (a wider box would not:
+    // Halide 21 steps its lines by 64 elements, not bytes). Inside a predicated loop the
+    // prefetch would keep the predicate's test per vector instead of per key.
+    if (f.whole_split_pv && paged.v_pool.defined()) {
+      RVar key("pv_key");  // named, so the prefetch can find its loop
+      f.weighted_sum.update()
+          .rename(f.r_pv, key)
+          .reorder(x.c, x.i, x.h, key)
+          .vectorize(x.c, t.vector, TailStrategy::GuardWithIf)
+          .prefetch(paged.v_pool, x.c, key, paged.prefetch_keys,
+                    PrefetchBoundStrategy::NonFaulting);
+    } else {
+      f.weighted_sum.update()
+          .reorder(x.c, x.i, x.h, f.r_pv)
+          .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
+    }
   } else {
     // Without GQA: heads outside the keys (~10% faster); with GQA each key's row of v serves every
     // head of the group.
     f.weighted_sum.update()
         .specialize(f.heads_per_kv == 1)
-        .reorder(x.c, x.i, f.r_j)
+        .reorder(x.c, x.i, f.r_pv)
         .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
     schedule_grouped_weighted_sum(f, t);
     f.weighted_sum.update()
-        .reorder(x.c, x.i, x.h, f.r_j)
+        .reorder(x.c, x.i, x.h, f.r_pv)
         .vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
   }
 
@@ -617,9 +648,7 @@ inline void schedule_mod_key_scan(SdpaFuncs& f, const CpuTiling& t) {
 // Schedules out and logsumexp (both pipeline outputs) and every stage they consume, with tiling
 // `t` (prefill's when wide_queries, else decode's).
 inline void schedule_sdpa_cpu(SdpaFuncs& f, const CpuTiling& t, bool wide_queries,
-                              bool decode_all_heads = false,
-                              const Halide::Expr& k_heads_outer = Halide::Expr(),
-                              const Halide::Expr& v_heads_outer = Halide::Expr()) {
+                              const PagedItems& paged = PagedItems()) {
   using namespace Halide;
   const AttentionVars& x = f.vars;
   Var tile("tile"), i_in("i_in");
@@ -649,7 +678,7 @@ inline void schedule_sdpa_cpu(SdpaFuncs& f, const CpuTiling& t, bool wide_querie
   } else if (wide_queries) {
     schedule_prefill_stages(f, t, tile);
   } else {
-    schedule_decode_stages(f, t, tile, decode_all_heads, k_heads_outer, v_heads_outer);
+    schedule_decode_stages(f, t, tile, paged);
   }
 }
 

@@ -145,7 +145,7 @@ inline void schedule_sdpa_gpu(SdpaFuncs& f, const GpuTiling& t) {
   // P·V: each thread's pv_queries × pv_features outputs accumulate in registers over the split's
   // keys, inside split_result's loops over threads.
   f.weighted_sum.compute_at(f.split_result, thread_x).unroll(x.c).unroll(x.i);
-  f.weighted_sum.update().reorder(x.c, x.i, f.r_j).unroll(x.c).unroll(x.i);
+  f.weighted_sum.update().reorder(x.c, x.i, f.r_pv).unroll(x.c).unroll(x.i);
 
   // The combine: per row, the largest split logsumexp and the weight total (a kernel each, a
   // thread per query), then out (a thread per (value feature, query), its sum over the splits in

@@ -16,15 +16,9 @@ namespace attention_gen {
 struct SdpaPlan {
   bool gpu = false;
   bool wide_queries = true;  // prefill; otherwise decode
-  // CPU decode: one work item per (key split, batch) covering every head, the heads inside the
-  // key loops (schedule_decode_stages), for a paged cache that interleaves kv heads per position.
-  bool decode_all_heads = false;
-  // With decode_all_heads: where k's (v's) kv heads lie further apart than its key positions (a
-  // [blocks, Hkv, slots, D] pool), Q·Kᵀ (P·V) takes the heads outside the keys, so it still reads
-  // its pool in order. Undefined: never.
-  Halide::Expr k_heads_outer, v_heads_outer;
-  CpuTiling cpu{};         // when !gpu
-  GpuTiling gpu_tiling{};  // when gpu
+  PagedItems paged;          // CPU decode over a paged cache (schedule_decode_stages)
+  CpuTiling cpu{};           // when !gpu
+  GpuTiling gpu_tiling{};    // when gpu
 };
 
 // The tiling GeneratorParams (named in kernel_contract.h; 0 takes the target's default), a member
@@ -105,8 +99,7 @@ inline void schedule_sdpa(SdpaFuncs& f, const SdpaPlan& p) {
   if (p.gpu) {
     schedule_sdpa_gpu(f, p.gpu_tiling);
   } else {
-    schedule_sdpa_cpu(f, p.cpu, p.wide_queries, p.decode_all_heads, p.k_heads_outer,
-                      p.v_heads_outer);
+    schedule_sdpa_cpu(f, p.cpu, p.wide_queries, p.paged);
   }
 }
 

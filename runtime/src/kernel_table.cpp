@@ -18,9 +18,12 @@
 #include "sdpa_bf16kv_decode.h"
 #include "sdpa_bf16kv_masked_decode.h"
 #include "sdpa_bf16kv_paged_decode.h"
+#include "sdpa_bf16kv_paged_whole_decode.h"
 #include "sdpa_f16kv_decode.h"
 #include "sdpa_f16kv_masked_decode.h"
 #include "sdpa_f16kv_paged_decode.h"
+#include "sdpa_f16kv_paged_whole_decode.h"
+#include "sdpa_f32_paged_whole_decode.h"
 #if ATTENTION_GPU
 #include "mha_f32_cuda.h"
 #include "mha_f32_masked_cuda.h"
@@ -95,6 +98,10 @@ using PagedSlot = KernelSlot<decltype(&sdpa_f32_paged_decode)>;
 const PagedSlot kPagedDecode[] = {ATTENTION_SLOT(sdpa_f32_paged_decode),
                                   ATTENTION_SLOT(sdpa_f16kv_paged_decode),
                                   ATTENTION_SLOT(sdpa_bf16kv_paged_decode)};
+// The CPU's whole-split variants (paged_sdpa with whole_keys=true).
+const PagedSlot kPagedWholeDecode[] = {ATTENTION_SLOT(sdpa_f32_paged_whole_decode),
+                                       ATTENTION_SLOT(sdpa_f16kv_paged_whole_decode),
+                                       ATTENTION_SLOT(sdpa_bf16kv_paged_whole_decode)};
 #if ATTENTION_GPU
 const PagedSlot kPagedDecodeCuda[] = {ATTENTION_SLOT(sdpa_f32_paged_decode_cuda),
                                       ATTENTION_SLOT(sdpa_f16kv_paged_decode_cuda),
@@ -249,6 +256,10 @@ const TilingPair<decltype(&additive_f32_prefill)>& additive_row() { return kAddi
 
 const KernelSlot<decltype(&sdpa_f32_paged_decode)>& paged_decode_kernel(Run run, DType kv) {
   return paged_rows(run)[kv == DType::Float16 ? 1 : kv == DType::BFloat16 ? 2 : 0];
+}
+
+const KernelSlot<decltype(&sdpa_f32_paged_decode)>& paged_whole_decode_kernel(DType kv) {
+  return kPagedWholeDecode[kv == DType::Float16 ? 1 : kv == DType::BFloat16 ? 2 : 0];
 }
 
 const KernelSlot<decltype(&sdpa_f32_rope_prefill)>& rope_prefill_kernel() { return kRopePrefill; }
@@ -450,6 +461,9 @@ std::vector<KernelSlotInfo> kernel_slots() {
     slots.push_back({"sdpa_paged_f16kv", backend_name(run), "masked_decode", paged[1].name});
     slots.push_back({"sdpa_paged_bf16kv", backend_name(run), "masked_decode", paged[2].name});
   }
+  slots.push_back({"sdpa_paged_whole", "cpu", "masked_decode", kPagedWholeDecode[0].name});
+  slots.push_back({"sdpa_paged_whole_f16kv", "cpu", "masked_decode", kPagedWholeDecode[1].name});
+  slots.push_back({"sdpa_paged_whole_bf16kv", "cpu", "masked_decode", kPagedWholeDecode[2].name});
   slots.push_back({"additive", "cpu", "masked_prefill", kAdditive.prefill.name});
   slots.push_back({"additive", "cpu", "masked_decode", kAdditive.decode.name});
   slots.push_back({"nadaraya_watson", "cpu", "prefill", kNadarayaWatson.prefill.name});

@@ -174,9 +174,31 @@ MaskOptions paged_mask(const MaskOptions& call_mask, const PagedKvCache& cache) 
   return m;
 }
 
+// The block table the CPU kernel reads: a sequence's entries past its last block repeat that
+// block (block 0 for an empty sequence, whose keys are all hidden). The kernel's items read every
+// key of their split (SdpaInputs::whole_split_pv); those past a sequence's end then come from a
+// block the call has just read, in cache, not from wherever the caller's unused entries point.
+std::vector<int32_t> kernel_block_table(const PagedKvCache& cache, const PagedShape& s) {
+  std::vector<int32_t> table(static_cast<size_t>(s.B * s.width));
+  for (int64_t b = 0; b < s.B; ++b) {
+    const int64_t used = (int_at(cache.seq_lens, b) + s.block_size - 1) / s.block_size;
+    int32_t block = 0;
+    for (int64_t n = 0; n < s.width; ++n) {
+      if (n < used) block = static_cast<int32_t>(int_at(cache.block_table, b, n));
+      table[static_cast<size_t>(b * s.width + n)] = block;
+    }
+  }
+  return table;
+}
+
 Status run_paged_cpu(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
                      const SdpaOptions& options, float scale, const PagedShape& s) {
-  const auto& kernel = detail::paged_decode_kernel(detail::Run::CPU, cache.k.dtype);
+  // One query row per kv head over a slots-major pool: the whole-split kernel (1x32x1x4096x128,
+  // block 16: 1.3x faster, bench/RESULTS.md). GQA rows and heads-major pools keep the predicated
+  // one, whose loops there read v by head or in row blocks.
+  const bool whole = cache.layout == PagedKvLayout::BlocksSlotsHeads && s.H == s.Hkv && s.Sq == 1;
+  const auto& kernel = whole ? detail::paged_whole_decode_kernel(cache.k.dtype)
+                             : detail::paged_decode_kernel(detail::Run::CPU, cache.k.dtype);
   // The kernel's work items are (key split, batch), every kv head inside (paged_sdpa). Splits
   // as short as split_keys / Hkv keys (an item then holds a contiguous decode item's K and V
   // rows), so one short sequence still spreads over the cores: with the contiguous minimum,
@@ -196,8 +218,10 @@ Status run_paged_cpu(const TensorView& q, const PagedKvCache& cache, const Tenso
                                                      kPagedItemsPerThread * num_threads());
   const int32_t key_split =
       attention_contract::decode_key_split(s.B, /*Hkv=*/1, s.longest, tiling, work_items);
+  std::vector<int32_t> table = kernel_block_table(cache, s);
   detail::HalideView hk(blocks_slots_heads(cache.k, cache.layout)),
-      hv(blocks_slots_heads(cache.v, cache.layout)), htable(cache.block_table);
+      hv(blocks_slots_heads(cache.v, cache.layout)),
+      htable(TensorView::contiguous(table.data(), DType::Int32, {s.B, s.width}));
   const auto run = [&](const TensorView& call_q, const TensorView& call_out,
                        const TensorView& call_lse, const MaskOptions& call_mask) {
     const MaskOptions m = paged_mask(call_mask, cache);
