@@ -119,6 +119,9 @@ const PagedSlot* paged_rows(Run run) {
   return kPagedDecode;
 }
 
+// A paged row's slot for a cache of `kv`: Float32, Float16, BFloat16.
+size_t paged_slot(DType kv) { return kv == DType::Float16 ? 1 : kv == DType::BFloat16 ? 2 : 0; }
+
 const KernelSlot<decltype(&sdpa_f32_rope_prefill)> kRopePrefill =
     ATTENTION_SLOT(sdpa_f32_rope_prefill);
 
@@ -255,11 +258,11 @@ const MhaRow& mha_row(Run run) {
 const TilingPair<decltype(&additive_f32_prefill)>& additive_row() { return kAdditive; }
 
 const KernelSlot<decltype(&sdpa_f32_paged_decode)>& paged_decode_kernel(Run run, DType kv) {
-  return paged_rows(run)[kv == DType::Float16 ? 1 : kv == DType::BFloat16 ? 2 : 0];
+  return paged_rows(run)[paged_slot(kv)];
 }
 
 const KernelSlot<decltype(&sdpa_f32_paged_decode)>& paged_whole_decode_kernel(DType kv) {
-  return kPagedWholeDecode[kv == DType::Float16 ? 1 : kv == DType::BFloat16 ? 2 : 0];
+  return kPagedWholeDecode[paged_slot(kv)];
 }
 
 const KernelSlot<decltype(&sdpa_f32_rope_prefill)>& rope_prefill_kernel() { return kRopePrefill; }
