@@ -374,6 +374,77 @@ TEST(PagedAttention, ChunkedPrefillPerSequenceLengths) {
   expect_paged_matches_reference(c);
 }
 
+// A batch of very different cache lengths: the CPU runs it in groups of similar length
+// (detail::paged_length_groups), each group's rows gathered into a call of its own: GQA, several
+// query rows with their own lengths, both layouts, a half cache, and groups whose sequences have
+// no keys at all.
+TEST(PagedAttention, MixedLengthsRunInGroups) {
+  PagedCase c;
+  c.H = 8;
+  c.Hkv = 2;
+  c.Sq = 2;
+  c.D = c.Dv = 64;
+  c.seq_lens = {700, 0, 5, 300, 64, 1, 129};
+  c.query_lengths = true;
+  expect_paged_matches_reference(c);
+  c.layout = PagedKvLayout::BlocksHeadsSlots;
+  c.cache_dtype = DType::Float16;
+  expect_paged_matches_reference(c);
+  c.Sq = 1;
+  c.H = c.Hkv = 4;
+  c.D = c.Dv = 128;
+  c.query_lengths = false;
+  c.layout = PagedKvLayout::BlocksSlotsHeads;
+  c.cache_dtype = DType::Float32;
+  c.seq_lens = {0, 200, 0};  // the keyless sequences make a group of their own
+  expect_paged_matches_reference(c);
+}
+
+// The grouping rule itself: every sequence in exactly one group, longest groups first, each
+// sequence holding more than half of its group's longest (in units of the least split), and one
+// group in the batch's order when grouping would save less than a fifth.
+TEST(PagedLengthGroups, SplitsOnlyWhereItSaves) {
+  namespace detail = attention::detail;
+  constexpr int64_t unit = attention_contract::kSplitKeyMultiple;
+  const auto units = [&](int64_t keys) { return (std::max<int64_t>(keys, 1) + unit - 1) / unit; };
+  const std::vector<std::vector<int64_t>> batches = {{512, 16, 16, 16, 16, 16, 16, 16},
+                                                     {37, 1, 16, 0, 129, 64},
+                                                     {4096, 3000, 1, 2048, 700, 0},
+                                                     {1000, 1000, 900, 500},
+                                                     {0, 200, 0},
+                                                     {5}};
+  for (const std::vector<int64_t>& lengths : batches) {
+    SCOPED_TRACE(::testing::PrintToString(lengths));
+    const auto groups = detail::paged_length_groups(lengths);
+    std::vector<int> seen(lengths.size(), 0);
+    int64_t padded = 0, longest_before = INT64_MAX;
+    for (const auto& group : groups) {
+      ASSERT_FALSE(group.empty());
+      const int64_t longest = units(lengths[group[0]]);
+      if (groups.size() > 1) {
+        EXPECT_LT(longest, longest_before);
+        for (int64_t b : group) EXPECT_GT(2 * units(lengths[b]), longest) << "sequence " << b;
+      }
+      longest_before = longest;
+      padded += longest * static_cast<int64_t>(group.size());
+      for (int64_t b : group) ++seen[static_cast<size_t>(b)];
+    }
+    EXPECT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; }));
+    int64_t whole = 0;
+    for (int64_t n : lengths) whole = std::max(whole, units(n));
+    whole *= static_cast<int64_t>(lengths.size());
+    if (groups.size() > 1) {
+      EXPECT_LE(5 * padded, 4 * whole);
+    } else {
+      std::vector<int64_t> in_order(lengths.size());
+      std::iota(in_order.begin(), in_order.end(), 0);
+      EXPECT_EQ(groups[0], in_order);
+    }
+  }
+  EXPECT_EQ(detail::paged_length_groups({512, 16, 16, 16, 16, 16, 16, 16}).size(), 2u);
+  EXPECT_EQ(detail::paged_length_groups({1000, 1000, 900, 500}).size(), 1u);
+}
+
 TEST(PagedAttention, RandomCases) {
   std::mt19937_64 rng(attention_test::seed_for_current_test());
   auto pick = [&](int64_t lo, int64_t hi) {

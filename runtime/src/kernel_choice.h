@@ -2,7 +2,9 @@
 // generators/contract/kernel_contract.h, applied with the tilings of the kernels that run here.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,6 +65,42 @@ inline KernelChoice choose_tuned_kernel(std::string_view kernel, int64_t B, int6
 // The split of a kernel that always runs the prefill schedule (the MHA block).
 inline int32_t prefill_key_split(std::string_view kernel, int64_t Sk) {
   return attention_contract::prefill_key_split(Sk, kernel_cpu_tiling(kernel));
+}
+
+// A CPU paged call's sequences in groups of similar cache length, each group one kernel call (its
+// batch indices, longest first). A call's key splits are the same for every sequence and a work
+// item computes its whole split, so a sequence costs about as much as the call's longest (a batch
+// of one 512-key and seven 16-key sequences took two thirds of the time of eight 512-key ones).
+// Lengths count in kSplitKeyMultiple keys, the least split: a sequence joins the current group
+// while it holds more than half of the group's longest. One group, every index in order, when the
+// groups would save less than a fifth of the units (each further call copies its q and output
+// rows and spreads its own work over the threads).
+inline std::vector<std::vector<int64_t>> paged_length_groups(const std::vector<int64_t>& lengths) {
+  const auto units = [](int64_t keys) {
+    constexpr int64_t unit = attention_contract::kSplitKeyMultiple;
+    return (std::max<int64_t>(keys, 1) + unit - 1) / unit;
+  };
+  std::vector<int64_t> order(lengths.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return lengths[a] > lengths[b]; });
+  std::vector<std::vector<int64_t>> groups;
+  int64_t longest = 0, grouped = 0;  // the current group's units; every group's, padded
+  for (int64_t b : order) {
+    if (groups.empty() || 2 * units(lengths[b]) <= longest) {
+      groups.emplace_back();
+      longest = units(lengths[b]);
+    }
+    groups.back().push_back(b);
+    grouped += longest;
+  }
+  const int64_t padded =
+      static_cast<int64_t>(lengths.size()) * (groups.empty() ? 0 : units(lengths[order[0]]));
+  if (groups.size() > 1 && 5 * grouped > 4 * padded) {
+    std::iota(order.begin(), order.end(), 0);
+    groups.assign(1, order);
+  }
+  return groups;
 }
 
 // A GPU call: every split is the chosen kernel's split_keys (its register tiles have that shape).

@@ -216,8 +216,13 @@ Status run_paged_cpu(const TensorView& q, const PagedKvCache& cache, const Tenso
                                  ? attention_contract::kDecodeWorkItems
                                  : std::min<int64_t>(attention_contract::kDecodeWorkItems,
                                                      kPagedItemsPerThread * num_threads());
-  const int32_t key_split =
-      attention_contract::decode_key_split(s.B, /*Hkv=*/1, s.longest, tiling, work_items);
+  // A call whose sequences all fit one split takes the least split that holds the longest, in
+  // whole key blocks (the masked kernels' unit; a split's items compute every key of it): a group
+  // of 16-key sequences (run_paged_cpu_by_length) then computes 16 keys each, not 64.
+  const int64_t key_block = std::max(tiling.mask_key_block, 1);
+  const int32_t key_split = static_cast<int32_t>(std::min<int64_t>(
+      attention_contract::decode_key_split(s.B, /*Hkv=*/1, s.longest, tiling, work_items),
+      std::max<int64_t>((s.longest + key_block - 1) / key_block, 1) * key_block));
   std::vector<int32_t> table = kernel_block_table(cache, s);
   detail::HalideView hk(blocks_slots_heads(cache.k, cache.layout)),
       hv(blocks_slots_heads(cache.v, cache.layout)),
@@ -238,6 +243,74 @@ Status run_paged_cpu(const TensorView& q, const PagedKvCache& cache, const Tenso
   };
   // GQA decode with the group's rows making the kernel's row block: one head's rows per kv head.
   return detail::run_cpu_decode(true, q, s.Hkv, out, options.logsumexp, options.mask, run);
+}
+
+// run_paged_cpu per group of sequences of similar length (detail::paged_length_groups): each
+// group's q rows, table rows (no wider than its longest sequence), lengths and query lengths
+// gathered into a call of its own; the out and logsumexp rows go back once every group has run.
+Status run_paged_cpu_by_length(const TensorView& q, const PagedKvCache& cache,
+                               const TensorView& out, const SdpaOptions& options, float scale,
+                               const PagedShape& s) {
+  std::vector<int64_t> lengths(static_cast<size_t>(s.B));
+  for (int64_t b = 0; b < s.B; ++b) lengths[b] = int_at(cache.seq_lens, b);
+  const std::vector<std::vector<int64_t>> groups = detail::paged_length_groups(lengths);
+  if (groups.size() <= 1) return run_paged_cpu(q, cache, out, options, scale, s);
+  const bool lse_given = detail::given(options.logsumexp);
+  const bool query_lengths = detail::given(options.mask.query_lengths);
+  // Every group's rows, one group after another.
+  std::vector<float> q_rows(static_cast<size_t>(q.numel())),
+      out_rows(static_cast<size_t>(out.numel())), lse_rows(static_cast<size_t>(s.B * s.H * s.Sq));
+  const TensorView all_q = TensorView::contiguous(q_rows.data(), {s.B, s.H, s.Sq, s.D}),
+                   all_out = TensorView::contiguous(out_rows.data(), {s.B, s.H, s.Sq, s.Dv}),
+                   all_lse = TensorView::contiguous(lse_rows.data(), {s.B, s.H, s.Sq});
+  std::vector<int32_t> group_lengths(static_cast<size_t>(s.B)), row_lengths(group_lengths.size());
+  std::vector<int32_t> table;
+  int64_t first = 0;  // the group's first row
+  for (const std::vector<int64_t>& group : groups) {
+    PagedShape shape = s;
+    shape.B = static_cast<int64_t>(group.size());
+    shape.longest = lengths[group[0]];
+    shape.width = std::max<int64_t>(1, (shape.longest + s.block_size - 1) / s.block_size);
+    table.resize(static_cast<size_t>(shape.B * shape.width));
+    for (int64_t g = 0; g < shape.B; ++g) {
+      const int64_t b = group[g];
+      detail::copy(detail::slice(q, 0, b, 1), detail::slice(all_q, 0, first + g, 1));
+      for (int64_t n = 0; n < shape.width; ++n)
+        table[static_cast<size_t>(g * shape.width + n)] =
+            static_cast<int32_t>(int_at(cache.block_table, b, n));
+      group_lengths[first + g] = static_cast<int32_t>(lengths[b]);
+      if (query_lengths)
+        row_lengths[first + g] = static_cast<int32_t>(int_at(options.mask.query_lengths, b));
+    }
+    const TensorView group_out = detail::slice(all_out, 0, first, shape.B),
+                     group_lse = detail::slice(all_lse, 0, first, shape.B);
+    if (shape.longest == 0) {  // sequences without keys: every row is fully masked
+      detail::write_rows_without_keys(group_out, group_lse);
+    } else {
+      PagedKvCache part = cache;
+      part.block_table = TensorView::contiguous(table.data(), DType::Int32, {shape.B, shape.width});
+      part.seq_lens = TensorView::contiguous(&group_lengths[first], DType::Int32, {shape.B});
+      SdpaOptions part_options = options;
+      part_options.logsumexp = lse_given ? group_lse : TensorView();
+      if (query_lengths)
+        part_options.mask.query_lengths =
+            TensorView::contiguous(&row_lengths[first], DType::Int32, {shape.B});
+      ATTENTION_RETURN_IF_ERROR(run_paged_cpu(detail::slice(all_q, 0, first, shape.B), part,
+                                              group_out, part_options, scale, shape));
+    }
+    first += shape.B;
+  }
+  first = 0;
+  for (const std::vector<int64_t>& group : groups) {
+    for (int64_t b : group) {
+      detail::copy(detail::slice(all_out, 0, first, 1), detail::slice(out, 0, b, 1));
+      if (lse_given)
+        detail::copy(detail::slice(all_lse, 0, first, 1),
+                     detail::slice(options.logsumexp, 0, b, 1));
+      ++first;
+    }
+  }
+  return Status::ok_status();
 }
 
 // A GPU call's chunks: batches [batch, batch + batches) and heads [head, head + heads), every query
@@ -413,7 +486,7 @@ Status paged_attention(const TensorView& q, const PagedKvCache& cache, const Ten
     if (s.longest == 0 && device != Device::CUDA) {  // no keys: every row is fully masked
       detail::write_rows_without_keys(out32, options.logsumexp);
     } else if (run == detail::Run::CPU) {
-      ATTENTION_RETURN_IF_ERROR(run_paged_cpu(q32, cache, out32, options, scale, s));
+      ATTENTION_RETURN_IF_ERROR(run_paged_cpu_by_length(q32, cache, out32, options, scale, s));
     } else {
       ATTENTION_RETURN_IF_ERROR(run_paged_gpu(run, q32, cache, out32, options, scale, s, chunks));
     }

@@ -107,6 +107,25 @@ void write_rows_without_keys(const TensorView& out, const TensorView& stats) {
   if (stats.data != nullptr) fill(stats, -std::numeric_limits<float>::infinity());
 }
 
+void copy(const TensorView& from, const TensorView& to) {
+  std::array<int64_t, kMaxRank> shape{1, 1, 1, 1}, in{0, 0, 0, 0}, out{0, 0, 0, 0};
+  const int pad = kMaxRank - from.rank;
+  for (int d = 0; d < from.rank; ++d) {
+    shape[pad + d] = from.shape[d];
+    in[pad + d] = from.strides[d];
+    out[pad + d] = to.strides[d];
+  }
+  const auto* source = static_cast<const float*>(from.data);
+  auto* target = static_cast<float*>(to.data);
+  for (int64_t a = 0; a < shape[0]; ++a)
+    for (int64_t b = 0; b < shape[1]; ++b)
+      for (int64_t c = 0; c < shape[2]; ++c) {
+        const float* row = source + a * in[0] + b * in[1] + c * in[2];
+        float* row_out = target + a * out[0] + b * out[1] + c * out[2];
+        for (int64_t e = 0; e < shape[3]; ++e) row_out[e * out[3]] = row[e * in[3]];
+      }
+}
+
 TensorView stats_or_scratch(const TensorView& requested, std::initializer_list<int64_t> shape,
                             std::vector<float>& scratch) {
   if (requested.data != nullptr) return requested;

@@ -22,6 +22,9 @@ float max_abs(const TensorView& t);
 // row statistics (logsumexp or alike; skipped when stats.data is null) are -inf.
 void write_rows_without_keys(const TensorView& out, const TensorView& stats);
 
+// Copies a (validated, rank <= 4) fp32 view into another of the same shape, any strides.
+void copy(const TensorView& from, const TensorView& to);
+
 // The kernels always write their row statistics: the caller's view if it asked for them, else a
 // dense scratch view of `shape` backed by `scratch`.
 TensorView stats_or_scratch(const TensorView& requested, std::initializer_list<int64_t> shape,
