@@ -164,21 +164,41 @@ void BM_VarlenPadded(benchmark::State& state, VarlenShape s) { run_varlen(state,
 
 struct PagedShape {
   int64_t batch, heads, kv_heads, keys, d;
+  bool mixed = false;  // cache lengths drawn from [16, keys] instead of all `keys`
 };
 
 // The last, one short sequence: a paged item covers every head, so only key splits spread it.
-const PagedShape kPagedShapes[] = {
-    {1, 32, 32, 4096, 128}, {8, 32, 8, 2048, 128}, {1, 32, 8, 512, 128}};
+// Mixed: a serving batch's sequences of different lengths (against the contiguous call with key
+// lengths only: the padded cache a user would otherwise keep).
+const PagedShape kPagedShapes[] = {{1, 32, 32, 4096, 128},
+                                   {8, 32, 8, 2048, 128},
+                                   {1, 32, 8, 512, 128},
+                                   {8, 32, 32, 1024, 128, true},
+                                   {8, 32, 8, 2048, 128, true}};
 const int64_t kBlockSizes[] = {16, 64};
 constexpr double kPagedRotationBytes = double(int64_t(256) << 20);
 
 std::string paged_name(const PagedShape& s) {
   return std::to_string(s.batch) + "x" + std::to_string(s.heads) + "(" +
-         std::to_string(s.kv_heads) + ")x1x" + std::to_string(s.keys) + "x" + std::to_string(s.d);
+         std::to_string(s.kv_heads) + ")x1x" + std::to_string(s.keys) + "x" + std::to_string(s.d) +
+         (s.mixed ? "/mixed" : "");
 }
 
+// Each sequence's cache length (the same every run).
+std::vector<int32_t> paged_lengths(const PagedShape& s) {
+  std::vector<int32_t> lengths(static_cast<size_t>(s.batch), static_cast<int32_t>(s.keys));
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<int32_t> length(16, static_cast<int32_t>(s.keys));
+  if (s.mixed)
+    for (int32_t& n : lengths) n = length(rng);
+  return lengths;
+}
+
+// The K and V bytes of the sequences' own keys.
 double paged_kv_bytes(const PagedShape& s) {
-  return 2.0 * s.batch * s.kv_heads * s.keys * s.d * sizeof(float);
+  const std::vector<int32_t> lengths = paged_lengths(s);
+  return 2.0 * std::accumulate(lengths.begin(), lengths.end(), 0.0) * s.kv_heads * s.d *
+         sizeof(float);
 }
 
 // The same keys twice over: `copies` contiguous [B, Hkv, S, D] k/v tensors, and a pool holding
@@ -231,7 +251,7 @@ PagedProblem make_paged(const PagedShape& s, int64_t block_size, bool heads_slot
           }
       }
   }
-  p.seq_lens.assign(static_cast<size_t>(B), static_cast<int32_t>(S));
+  p.seq_lens = paged_lengths(s);
   return p;
 }
 
@@ -289,8 +309,9 @@ void run_paged_bench(benchmark::State& state, PagedShape s, int64_t block_size,
     problems.emplace_back(key, make_paged(s, layout_block, heads_slots));
     p = &problems.back().second;
     std::vector<float> a(p->q.size(), NAN), b(p->q.size(), NAN);
-    for (const attention::Status& status : {run_contiguous(s, *p, a.data(), 0),
-                                            run_paged(s, layout_block, *p, b.data(), p->copies - 1)}) {
+    for (const attention::Status& status :
+         {run_contiguous(s, *p, a.data(), 0, s.mixed),
+          run_paged(s, layout_block, *p, b.data(), p->copies - 1)}) {
       if (!status) fail("paged/" + paged_name(s) + ": " + status.message());
     }
     for (size_t i = 0; i < a.size(); ++i)
@@ -421,9 +442,10 @@ void register_serving_benchmarks() {
                    s);
   }
   for (const PagedShape& s : kPagedShapes) {
-    register_timed("paged/contiguous/" + paged_name(s),
-                   [](benchmark::State& state, PagedShape shape) { run_paged_bench(state, shape, 0); },
-                   s);
+    if (!s.mixed)
+      register_timed(
+          "paged/contiguous/" + paged_name(s),
+          [](benchmark::State& state, PagedShape shape) { run_paged_bench(state, shape, 0); }, s);
     register_timed("paged/contiguous_lengths/" + paged_name(s),
                    [](benchmark::State& state, PagedShape shape) { run_paged_bench(state, shape, -1); },
                    s);
@@ -433,6 +455,7 @@ void register_serving_benchmarks() {
                        run_paged_bench(state, shape, block_size);
                      },
                      s);
+      if (s.mixed) continue;
       register_timed("paged/bs" + std::to_string(block_size) + "_heads_slots/" + paged_name(s),
                      [block_size](benchmark::State& state, PagedShape shape) {
                        run_paged_bench(state, shape, block_size, /*heads_slots=*/true);
