@@ -617,6 +617,7 @@ class PagedSdpaGenerator : public SdpaGeneratorBase<PagedSdpaGenerator> {
       items.all_heads = true;
       items.k_heads_outer = k_->dim(1).stride() > k_->dim(2).stride();
       items.v_heads_outer = v_->dim(1).stride() > v_->dim(2).stride();
+      items.k_pool = static_cast<ImageParam>(*k_).parameter();
       items.v_pool = static_cast<ImageParam>(*v_).parameter();
       // At least 32 rows ahead: one position at 32 kv heads, 32 positions at one.
       items.prefetch_keys = max(1, 32 / max(v_->dim(1).extent(), 1));

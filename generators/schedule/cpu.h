@@ -367,6 +367,21 @@ inline void schedule_grouped_scores(SdpaFuncs& f, const CpuTiling& t) {
   parts.update().reorder(part, d_outer, x.j).vectorize(part).unroll(x.j);
 }
 
+// A paged cache's CPU decode items (schedule_decode_stages).
+struct PagedItems {
+  // One work item per (key split, batch) covering every head, the heads inside the key loops, for
+  // a pool that interleaves kv heads per position.
+  bool all_heads = false;
+  // Where k's (v's) kv heads lie further apart than its key positions (a [blocks, Hkv, slots, D]
+  // pool), Q·Kᵀ (P·V) takes the heads outside the keys, so it still reads its pool in order.
+  // Undefined: never.
+  Halide::Expr k_heads_outer, v_heads_outer;
+  // The pools, which Q·Kᵀ (every dot product, and GQA row blocks) and the whole-split P·V
+  // prefetch prefetch_keys key positions ahead, one line per vector (undefined: no prefetch).
+  Halide::Parameter k_pool, v_pool;
+  Halide::Expr prefetch_keys;
+};
+
 // GQA decode as one head's rows (attention_contract::kDecodeRowBlock rows at D =
 // kDecodeRowBlockDim, one head per kv head): Q·Kᵀ in register blocks of a few keys × every row,
 // each key's row of k read front to back once for all rows (16 accumulators with 32 registers, 8
@@ -378,7 +393,12 @@ inline void schedule_grouped_scores(SdpaFuncs& f, const CpuTiling& t) {
 // (AVX-512: 2 rows × 8 vectors): each pair accumulates over chunks of 8 keys, the first pair
 // reading the chunk's rows of v whole and in order, the second from L1 (blocks of features, which
 // read half rows at a time, and chunks of 4, 16 or 32 keys ran slower from memory).
-inline void schedule_row_block(SdpaFuncs& f, const CpuTiling& t) {
+// A paged pool's k (PagedItems::k_pool): each vector of a key's row prefetches its line
+// prefetch_keys positions ahead, for every row of the block (a prefetch per line and key would
+// need the rows outside the features; paged 8x32(8)x1x2048x128, block 16: 5.6-6.2 -> 4.9-5.1
+// ms).
+inline void schedule_row_block(SdpaFuncs& f, const CpuTiling& t,
+                               const PagedItems& paged = PagedItems()) {
   using namespace Halide;
   if (!f.query_rows.defined() || !f.dot_score) return;
   const AttentionVars& x = f.vars;
@@ -394,12 +414,12 @@ inline void schedule_row_block(SdpaFuncs& f, const CpuTiling& t) {
       .vectorize(part)
       .unroll(x.i)
       .unroll(x.j);
-  parts.update()
-      .reorder(part, d_outer, x.i, x.j)
-      .vectorize(part)
-      .unroll(d_outer)
-      .unroll(x.i)
-      .unroll(x.j);
+  Stage block = parts.update();
+  block.reorder(part, d_outer, x.i, x.j).vectorize(part).unroll(d_outer).unroll(x.i).unroll(x.j);
+  if (paged.k_pool.defined()) {
+    block.prefetch(paged.k_pool, d_outer, x.j, paged.prefetch_keys,
+                   PrefetchBoundStrategy::NonFaulting);
+  }
 
   const int pair = 2, chunk_keys = 8;
   if (dim / t.vector * pair > 16) return;
@@ -455,21 +475,6 @@ inline void schedule_grouped_weighted_sum(
     chunk_sum.update().reorder(x.c, key_r).vectorize(x.c, t.vector).unroll(x.c);
   }
 }
-
-// A paged cache's CPU decode items (schedule_decode_stages).
-struct PagedItems {
-  // One work item per (key split, batch) covering every head, the heads inside the key loops, for
-  // a pool that interleaves kv heads per position.
-  bool all_heads = false;
-  // Where k's (v's) kv heads lie further apart than its key positions (a [blocks, Hkv, slots, D]
-  // pool), Q·Kᵀ (P·V) takes the heads outside the keys, so it still reads its pool in order.
-  // Undefined: never.
-  Halide::Expr k_heads_outer, v_heads_outer;
-  // The v pool, which the all-heads P·V prefetches prefetch_keys key positions ahead (undefined:
-  // no prefetch).
-  Halide::Parameter v_pool;
-  Halide::Expr prefetch_keys;
-};
 
 // Decode (few queries), split-KV: one parallel work item per (key split, kv head, batch), so even
 // a single head with a long KV cache fills every core; each item streams its split of K and V once
@@ -530,7 +535,7 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
   f.scores.compute_at(at).vectorize(x.j, t.vector);
   // D >= dot_lanes: the lanes' horizontal add has dot_lanes terms (constant, so vectorized).
   const Expr wide_keys = f.head_dim >= t.dot_lanes;
-  schedule_row_block(f, t);
+  schedule_row_block(f, t, paged);
   schedule_grouped_scores(f, t);
   Func lanes = f.scores.update()
                    .specialize(wide_keys)
@@ -551,7 +556,24 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
   f.scores.update().specialize(wide_keys).reorder(d_lane, x.i, x.h, x.j).atomic().vectorize(d_lane);
   // Vectors of dot_lanes lanes: the backend splits them into independent registers.
   lanes.compute_at(f.scores, x.i).vectorize(lane);
-  lanes.update().reorder(lane, d_outer).vectorize(lane);
+  // A paged pool: each line of a key's row of k is prefetched prefetch_keys positions ahead (the
+  // dot's vector split into its lines, so Halide's prefetch box is one line; 1x32x1x4096x128, block
+  // 16: 4.0 -> 3.6-3.7 ms). Not for a heads-major pool, where a head's next key is the next row
+  // (8 keys ahead there: 4.3-4.5 -> 4.8 ms).
+  if (paged.k_pool.defined()) {
+    Var line("lane_line"), in_line("lane_in_line");
+    if (paged.k_heads_outer.defined()) {
+      lanes.update().specialize(paged.k_heads_outer).reorder(lane, d_outer).vectorize(lane);
+    }
+    lanes.update()
+        .reorder(lane, d_outer)
+        .split(lane, line, in_line, t.vector)
+        .vectorize(in_line)
+        .unroll(line)
+        .prefetch(paged.k_pool, line, x.j, paged.prefetch_keys, PrefetchBoundStrategy::NonFaulting);
+  } else {
+    lanes.update().reorder(lane, d_outer).vectorize(lane);
+  }
   // Short keys (kernel regression on a few features): a vector of keys at a time, one feature
   // after another (strided loads of k), instead of mostly empty feature lanes.
   f.scores.update().reorder(f.r_d, x.j, x.i).vectorize(x.j, t.vector);
