@@ -320,7 +320,9 @@ struct PagedKvCache {
 // window, window_forward, query_lengths, alibi, softcap; key_lengths is refused (seq_lens is
 // that), mask tensors and TopLeft too. The cache is Float32, Float16 or BFloat16 (read as stored,
 // widened in registers); q and out any of the three. Every table entry read and every length is
-// checked before the kernel runs; on error nothing is written.
+// checked before the kernel runs; on error nothing is written. On the CPU a batch of very different
+// lengths runs as a few calls, each over sequences of similar length (their rows copied in and
+// out), so a short sequence does not cost as much as the longest.
 // Backends: the CPU, and CUDA / OpenCL (options.backend; Auto picks CUDA for Device::CUDA q, cache
 // pools and outputs). block_table and seq_lens are host tensors in every call (the checks read
 // them); a GPU call copies them to the device. On a GPU, chunks of the call (gpu.workspace_limit)
