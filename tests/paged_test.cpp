@@ -400,6 +400,54 @@ TEST(PagedAttention, MixedLengthsRunInGroups) {
   expect_paged_matches_reference(c);
 }
 
+// Strided q and out (padded rows, heads apart) through the CPU groups: each row gathered from and
+// written back to its own place, the padding untouched, the same values as dense views.
+TEST(PagedAttention, MixedLengthsWithStridedRows) {
+  if (attention_test::skip_unless_backend_available()) return;
+  PagedCase c;
+  c.H = 4;
+  c.Hkv = 2;
+  c.Sq = 3;
+  c.D = c.Dv = 32;
+  c.seq_lens = {400, 7, 0, 150, 33};
+  PagedRun run(c, attention_test::seed_for_current_test());
+  const int64_t B = static_cast<int64_t>(c.seq_lens.size()), H = c.H, Sq = c.Sq, D = c.D;
+  const TensorView dense_q = run.q(), dense_out = run.out();
+  ASSERT_TRUE(attention::paged_attention(dense_q, run.cache(), dense_out, run.options()).ok());
+  // Rows D + 3 apart, heads one row further apart, batches two heads further.
+  const int64_t row = D + 3, head = Sq * row + row, batch = H * head + 2 * head;
+  std::vector<float> q(static_cast<size_t>(B * batch), kNaN), out(q.size(), kNaN);
+  const auto at = [&](int64_t b, int64_t h, int64_t i) { return b * batch + h * head + i * row; };
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < Sq; ++i)
+        std::copy_n(static_cast<const float*>(dense_q.data) + ((b * H + h) * Sq + i) * D, D,
+                    &q[at(b, h, i)]);
+  attention::SdpaOptions options = run.options();
+  options.logsumexp = TensorView();
+  const auto view = [&](std::vector<float>& data) {
+    return TensorView::strided(data.data(), {B, H, Sq, D}, {batch, head, row, 1});
+  };
+  const attention::Status status =
+      attention::paged_attention(view(q), run.cache(), view(out), options);
+  ASSERT_TRUE(status.ok()) << status.message();
+  std::vector<bool> written(out.size(), false);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < Sq; ++i)
+        for (int64_t d = 0; d < D; ++d) {
+          const float expected =
+              static_cast<const float*>(dense_out.data)[((b * H + h) * Sq + i) * D + d];
+          ASSERT_EQ(out[at(b, h, i) + d], expected) << "b " << b << " h " << h << " i " << i;
+          written[at(b, h, i) + d] = true;
+        }
+  for (size_t e = 0; e < out.size(); ++e) {
+    if (!written[e]) {
+      ASSERT_TRUE(std::isnan(out[e])) << "padding written at " << e;
+    }
+  }
+}
+
 // The grouping rule itself: every sequence in exactly one group, longest groups first, each
 // sequence holding more than half of its group's longest (in units of the least split), and one
 // group in the batch's order when grouping would save less than a fifth.
