@@ -294,9 +294,9 @@ TEST(PagedAttention, DecodeD128WithoutGqa) {
   expect_paged_matches_reference(c);
 }
 
-// The CPU's key splits follow the thread count (a few work items per thread: 768 keys per split on
-// one thread, 384 on two, 256 on 16) except for a heads-major pool without GQA; every count
-// matches the reference, for both layouts, with and without GQA.
+// The CPU's key splits follow the thread count (a few work items per thread: one split of 1536 keys
+// on one thread, 768 keys per split on two, 256 on 16) except for a heads-major pool without GQA;
+// every count matches the reference, for both layouts, with and without GQA.
 TEST(PagedAttention, SplitsForEveryThreadCount) {
   const attention_test::DefaultThreadsOnExit restore;
   PagedCase c;

@@ -25,7 +25,7 @@ namespace attention {
 namespace {
 
 // CPU paged decode: key splits until about this many work items per thread (run_paged_cpu).
-constexpr int64_t kPagedItemsPerThread = 4;
+constexpr int64_t kPagedItemsPerThread = 2;
 
 // The pool in the kernel's order, [num_blocks, block_size, Hkv, X] (Halide's (x, kv_head, slot,
 // block)): the other layout with its middle dimensions swapped.
@@ -207,8 +207,9 @@ Status run_paged_cpu(const TensorView& q, const PagedKvCache& cache, const Tenso
   tiling.split_keys = static_cast<int>(
       std::max<int64_t>(attention_contract::kSplitKeyMultiple, tiling.split_keys / s.Hkv));
   // No more than kPagedItemsPerThread items per thread: each item pays the softmax and its
-  // split's output for every head, so on a small machine fewer, longer splits are faster (2 cores:
-  // 1x32x1x4096x128 and 8x32(8)x1x2048x128 2-9% faster). Not for a heads-major pool without GQA,
+  // split's output for every head, so on a small machine fewer, longer splits are faster (2 cores,
+  // 4 per thread against 32: 1x32x1x4096x128 and 8x32(8)x1x2048x128 2-9% faster; 2 against 4:
+  // 1x32(8)x1x512x128 5-10%, the rest within the noise). Not for a heads-major pool without GQA,
   // whose heads go outside the keys: there long splits were slower (1x32x1x4096x128, block 16:
   // 4.4-4.7 ms at 64 keys per split, 9.7 at 256).
   const bool heads_outside_keys = cache.layout == PagedKvLayout::BlocksHeadsSlots && s.H == s.Hkv;
