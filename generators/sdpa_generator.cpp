@@ -577,7 +577,8 @@ class PagedSdpaGenerator : public SdpaGeneratorBase<PagedSdpaGenerator> {
  public:
   // CPU: P·V over every key of each split, no predicate, with a prefetch of v's rows ahead
   // (SdpaInputs::whole_split_pv). Any call gets the same results; it is the faster kernel for one
-  // query row per kv head over a [blocks, slots, Hkv, D] pool, where the runtime picks it.
+  // query row per head (with or without GQA) over a [blocks, slots, Hkv, D] pool, where the runtime
+  // picks it.
   GeneratorParam<bool> whole_keys{"whole_keys", false};
   Output<Buffer<float, 4>> out{"out"};              // (c, i, h, b)
   Output<Buffer<float, 3>> logsumexp{"logsumexp"};  // (i, h, b)

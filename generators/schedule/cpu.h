@@ -423,6 +423,10 @@ inline void schedule_row_block(SdpaFuncs& f, const CpuTiling& t,
 
   const int pair = 2, chunk_keys = 8;
   if (dim / t.vector * pair > 16) return;
+  // Not the whole-split P·V (SdpaInputs::whole_split_pv), which prefetches v a key ahead in its
+  // own loop (schedule_decode_stages): in these chunks Halide 21 bounds the prefetch as every block
+  // of the pool (paged GQA rows 8x32(8)x1x2048x128, block 16: 4.5-4.8 ms in chunks, 3.7 without).
+  if (f.whole_split_pv) return;
   const Expr pairs = f.heads_per_kv == 1 && f.query_rows == rows && f.value_dim == dim;
   RVar chunk_r("row_chunk_r"), key_r("row_key_r");
   Var chunk("row_key_chunk"), pair_index("row_pair"), in_pair("row_in_pair");

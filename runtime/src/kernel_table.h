@@ -89,7 +89,8 @@ const KernelSlot<decltype(&sdpa_f32_prefill)>* bf16_prefill_for(DType q, DType k
 const KernelSlot<decltype(&sdpa_f32_paged_decode)>& paged_decode_kernel(Run run, DType kv);
 // The CPU's whole-split variant of it (whole_keys=true: P·V over every key of each split without
 // the per-key predicate, v prefetched a position ahead): the same results, faster for one query
-// row per kv head over a [num_blocks, block_size, Hkv, D] pool (paged.cpp picks it).
+// row per head, with or without GQA, over a [num_blocks, block_size, Hkv, D] pool (paged.cpp
+// picks it).
 const KernelSlot<decltype(&sdpa_f32_paged_decode)>& paged_whole_decode_kernel(DType kv);
 
 // The masked prefill with rotary embeddings fused in (SdpaOptions::rope; generator masked_sdpa

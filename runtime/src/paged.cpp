@@ -193,10 +193,11 @@ std::vector<int32_t> kernel_block_table(const PagedKvCache& cache, const PagedSh
 
 Status run_paged_cpu(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
                      const SdpaOptions& options, float scale, const PagedShape& s) {
-  // One query row per kv head over a slots-major pool: the whole-split kernel (1x32x1x4096x128,
-  // block 16: 1.3x faster, bench/RESULTS.md). GQA rows and heads-major pools keep the predicated
-  // one, whose loops there read v by head or in row blocks.
-  const bool whole = cache.layout == PagedKvLayout::BlocksSlotsHeads && s.H == s.Hkv && s.Sq == 1;
+  // One query row per head over a slots-major pool: the whole-split kernel, which prefetches v
+  // (bench/RESULTS.md; 1x32x1x4096x128, block 16: 1.3x faster; with GQA, 8x32(8)x1x2048x128,
+  // block 16: 1.3x on AVX-512, 2.1x on AVX2, 1.2x per head with ALiBi). Chunked prefill and
+  // heads-major pools keep the predicated kernel, whose loops there read v by head.
+  const bool whole = cache.layout == PagedKvLayout::BlocksSlotsHeads && s.Sq == 1;
   const auto& kernel = whole ? detail::paged_whole_decode_kernel(cache.k.dtype)
                              : detail::paged_decode_kernel(detail::Run::CPU, cache.k.dtype);
   // The kernel's work items are (key split, batch), every kv head inside (paged_sdpa). Splits
