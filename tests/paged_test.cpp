@@ -350,6 +350,35 @@ TEST(PagedAttention, GqaDecodeRowBlock) {
   expect_paged_matches_reference(c);
 }
 
+// GQA decode whose masks differ by query head (ALiBi) or by row (a window), over both layouts: the
+// CPU runs it per head, not as rows, through the whole-split kernel for a [blocks, slots, heads, D]
+// pool (P·V over every key of a split, keys past a sequence's end included) and the predicated one
+// for a heads-major pool; sequences of 0 and 1 keys, a Dv that is no whole number of vectors.
+TEST(PagedAttention, GqaDecodePerHeadMasks) {
+  PagedCase c;
+  c.H = 8;
+  c.Hkv = 2;
+  c.D = 64;
+  c.Dv = 40;
+  c.seq_lens = {300, 1, 0, 77};
+  c.share_prefix = true;
+  for (PagedKvLayout layout : {PagedKvLayout::BlocksSlotsHeads, PagedKvLayout::BlocksHeadsSlots}) {
+    c.layout = layout;
+    c.alibi = true;
+    c.window = -1;
+    expect_paged_matches_reference(c);
+    c.alibi = false;
+    c.window = 20;
+    expect_paged_matches_reference(c);
+  }
+  c.layout = PagedKvLayout::BlocksSlotsHeads;
+  c.alibi = true;
+  c.softcap = 3.0f;
+  c.Dv = 64;
+  c.cache_dtype = DType::Float16;
+  expect_paged_matches_reference(c);
+}
+
 // Several new tokens per sequence against its own cache length, with every mask the paged kernel
 // takes, and a block shared by two sequences (a common prefix).
 TEST(PagedAttention, ChunkedPrefillPerSequenceLengths) {
