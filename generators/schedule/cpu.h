@@ -636,19 +636,16 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
     // instructions per vector; 1x32x1x256x128, from cache: 0.15 -> 0.11 ms).
     if (f.whole_split_pv && paged.v_pool.defined()) {
       RVar key("pv_key");  // named, so the prefetch can find its loop
-      f.weighted_sum.update()
-          .specialize(f.value_dim % t.vector == 0)
-          .rename(f.r_pv, key)
-          .reorder(x.c, x.i, x.h, key)
-          .vectorize(x.c, t.vector, TailStrategy::RoundUp)
-          .prefetch(paged.v_pool, x.c, key, paged.prefetch_keys,
-                    PrefetchBoundStrategy::NonFaulting);
-      f.weighted_sum.update()
-          .rename(f.r_pv, key)
-          .reorder(x.c, x.i, x.h, key)
-          .vectorize(x.c, t.vector, TailStrategy::GuardWithIf)
-          .prefetch(paged.v_pool, x.c, key, paged.prefetch_keys,
-                    PrefetchBoundStrategy::NonFaulting);
+      const auto prefetching = [&](Stage pv, TailStrategy tail) {
+        pv.rename(f.r_pv, key)
+            .reorder(x.c, x.i, x.h, key)
+            .vectorize(x.c, t.vector, tail)
+            .prefetch(paged.v_pool, x.c, key, paged.prefetch_keys,
+                      PrefetchBoundStrategy::NonFaulting);
+      };
+      prefetching(f.weighted_sum.update().specialize(f.value_dim % t.vector == 0),
+                  TailStrategy::RoundUp);
+      prefetching(f.weighted_sum.update(), TailStrategy::GuardWithIf);
     } else {
       f.weighted_sum.update()
           .reorder(x.c, x.i, x.h, f.r_pv)
