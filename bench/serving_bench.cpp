@@ -8,6 +8,8 @@
 //     (scaled_dot_product_attention). Both rotate through copies of their KV, 256 MiB or more in
 //     all, so no call finds it in L3; GB/s counts the K and V bytes read. paged/bs<N>_heads_slots:
 //     the same pool as [blocks, Hkv, N, D] (PagedKvLayout::BlocksHeadsSlots);
+//     paged/contiguous_bshd: the contiguous call over the same keys as [B, S, Hkv, D] tensors
+//     (FlashAttention's KV cache layout), which the CPU runs through the paged kernel;
 //   - rope/apply: apply_rotary_embedding alone (GB/s of x read and out written), and
 //     rope/separate_pass: rotating q and k, then SDPA, against rope/sdpa_alone: the same SDPA on
 //     already rotated q and k (what RoPE adds to a prefill call when it is a separate pass), and
@@ -176,6 +178,7 @@ const PagedShape kPagedShapes[] = {{1, 32, 32, 4096, 128},
                                    {8, 32, 32, 1024, 128, true},
                                    {8, 32, 8, 2048, 128, true}};
 const int64_t kBlockSizes[] = {16, 64};
+constexpr int64_t kSequenceMajor = -2;  // run_paged_bench's block size for paged/contiguous_bshd
 constexpr double kPagedRotationBytes = double(int64_t(256) << 20);
 
 std::string paged_name(const PagedShape& s) {
@@ -208,6 +211,7 @@ struct PagedProblem {
   bool heads_slots = false;  // pool blocks [Hkv, block_size, D] instead of [block_size, Hkv, D]
   std::vector<float> q, k, v;                   // contiguous copies, one after the other
   std::vector<float> pool_k, pool_v;            // [blocks, block_size, Hkv, D] (or heads_slots)
+  std::vector<float> seq_k, seq_v;              // copies as [B, S, Hkv, D] (when a row asks)
   std::vector<std::vector<int32_t>> tables;     // per copy: [B, S / block_size]
   std::vector<int32_t> seq_lens;
 };
@@ -255,9 +259,24 @@ PagedProblem make_paged(const PagedShape& s, int64_t block_size, bool heads_slot
   return p;
 }
 
+// p.k and p.v's copies once more as [B, S, Hkv, D] (p.seq_k, p.seq_v).
+void add_sequence_major(const PagedShape& s, PagedProblem& p) {
+  const int64_t B = s.batch, Hkv = s.kv_heads, S = s.keys, D = s.d;
+  p.seq_k.resize(p.k.size());
+  p.seq_v.resize(p.v.size());
+  for (int64_t bc = 0; bc < p.copies * B; ++bc)  // (copy, batch)
+    for (int64_t h = 0; h < Hkv; ++h)
+      for (int64_t j = 0; j < S; ++j) {
+        const int64_t from = ((bc * Hkv + h) * S + j) * D, to = ((bc * S + j) * Hkv + h) * D;
+        std::copy_n(&p.k[from], D, &p.seq_k[to]);
+        std::copy_n(&p.v[from], D, &p.seq_v[to]);
+      }
+}
+
 // `lengths`: with key lengths (the masked decode kernel, the paged kernel's own algorithm).
+// `sequence_major`: k and v from p.seq_k and p.seq_v, [B, S, Hkv, D] in memory.
 attention::Status run_contiguous(const PagedShape& s, PagedProblem& p, float* out, int copy,
-                                 bool lengths = false) {
+                                 bool lengths = false, bool sequence_major = false) {
   using attention::TensorView;
   const int64_t B = s.batch, H = s.heads, Hkv = s.kv_heads, S = s.keys, D = s.d;
   const int64_t offset = copy * B * Hkv * S * D;
@@ -265,10 +284,12 @@ attention::Status run_contiguous(const PagedShape& s, PagedProblem& p, float* ou
   if (lengths)
     options.mask.key_lengths =
         TensorView::contiguous(p.seq_lens.data(), attention::DType::Int32, {B});
+  const auto kv = [&](std::vector<float>& contiguous, std::vector<float>& seq) {
+    if (!sequence_major) return TensorView::contiguous(contiguous.data() + offset, {B, Hkv, S, D});
+    return TensorView::strided(seq.data() + offset, {B, Hkv, S, D}, {S * Hkv * D, D, Hkv * D, 1});
+  };
   return attention::scaled_dot_product_attention(
-      TensorView::contiguous(p.q.data(), {B, H, 1, D}),
-      TensorView::contiguous(p.k.data() + offset, {B, Hkv, S, D}),
-      TensorView::contiguous(p.v.data() + offset, {B, Hkv, S, D}),
+      TensorView::contiguous(p.q.data(), {B, H, 1, D}), kv(p.k, p.seq_k), kv(p.v, p.seq_v),
       TensorView::contiguous(out, {B, H, 1, D}), options);
 }
 
@@ -293,8 +314,8 @@ attention::Status run_paged(const PagedShape& s, int64_t block_size, PagedProble
                                     TensorView::contiguous(out, {B, H, 1, D}));
 }
 
-// block_size 0: the contiguous twin, -1 the same with key lengths. Problems are built once per
-// block size and layout and checked once.
+// block_size 0: the contiguous twin, -1 the same with key lengths, kSequenceMajor the same over
+// [B, S, Hkv, D] tensors. Problems are built once per block size and layout and checked once.
 void run_paged_bench(benchmark::State& state, PagedShape s, int64_t block_size,
                      bool heads_slots = false) {
   static std::vector<std::pair<std::string, PagedProblem>> problems;
@@ -319,18 +340,33 @@ void run_paged_bench(benchmark::State& state, PagedShape s, int64_t block_size,
         fail("paged/" + paged_name(s) + ": paged and contiguous outputs differ at " +
              std::to_string(i));
   }
+  const bool sequence_major = block_size == kSequenceMajor;
+  if (sequence_major && p->seq_k.empty()) {
+    add_sequence_major(s, *p);
+    std::vector<float> a(p->q.size(), NAN), b(p->q.size(), NAN);
+    for (const attention::Status& status :
+         {run_contiguous(s, *p, a.data(), 0), run_contiguous(s, *p, b.data(), 0, false, true)}) {
+      if (!status) fail("paged/" + paged_name(s) + ": " + status.message());
+    }
+    for (size_t i = 0; i < a.size(); ++i)
+      if (!(std::fabs(a[i] - b[i]) <= 1e-5f))
+        fail("paged/" + paged_name(s) + ": [B, S, Hkv, D] and contiguous outputs differ at " +
+             std::to_string(i));
+  }
   std::vector<float> out(p->q.size());
   bool all_ok = true;
   int copy = 0;
   for (auto _ : state) {
-    all_ok &= (block_size <= 0 ? run_contiguous(s, *p, out.data(), copy, block_size < 0)
-                               : run_paged(s, block_size, *p, out.data(), copy))
-                  .ok();
+    all_ok &=
+        (block_size <= 0 ? run_contiguous(s, *p, out.data(), copy, block_size == -1, sequence_major)
+                         : run_paged(s, block_size, *p, out.data(), copy))
+            .ok();
     copy = (copy + 1) % p->copies;
     benchmark::ClobberMemory();
   }
   if (!all_ok) state.SkipWithError("the call returned an error");
   state.SetLabel(block_size == 0  ? "contiguous"
+                 : sequence_major ? "contiguous, [B, S, Hkv, D]"
                  : block_size < 0 ? "contiguous, key lengths"
                  : heads_slots    ? "paged, [blocks, Hkv, slots, D]"
                                   : "paged");
@@ -446,6 +482,13 @@ void register_serving_benchmarks() {
       register_timed(
           "paged/contiguous/" + paged_name(s),
           [](benchmark::State& state, PagedShape shape) { run_paged_bench(state, shape, 0); }, s);
+    if (!s.mixed)
+      register_timed(
+          "paged/contiguous_bshd/" + paged_name(s),
+          [](benchmark::State& state, PagedShape shape) {
+            run_paged_bench(state, shape, kSequenceMajor);
+          },
+          s);
     register_timed("paged/contiguous_lengths/" + paged_name(s),
                    [](benchmark::State& state, PagedShape shape) { run_paged_bench(state, shape, -1); },
                    s);

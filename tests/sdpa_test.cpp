@@ -186,6 +186,46 @@ TEST(SdpaStrides, NegativeStridesMatchReference) {
                   reversed(tensors.v.view(), 1), tensors.out, tensors.lse);
 }
 
+// Decode over a sequence-major KV cache (memory [B, capacity, Hkv, D] with the first Sk positions
+// used, heads padded), which the CPU runs as a paged call over the same memory
+// (detail::run_decode_as_paged): GQA, Dv != D, logsumexp, with and without a mask (BottomRight,
+// key lengths 0, 1 and Sk, a softcap). Sk = 64 in a capacity of 80 makes blocks of 16 positions,
+// Sk = 45 blocks of one; a batch stride that is no whole number of positions keeps the contiguous
+// kernel.
+TEST(SdpaSequenceMajorCache, DecodeMatchesReference) {
+  const uint64_t seed = seed_for_current_test();
+  constexpr int64_t B = 3, Hkv = 4, D = 64, Dv = 48, head_stride = 72;
+  constexpr int64_t position_stride = Hkv * head_stride;
+  std::mt19937_64 rng(seed);
+  for (int64_t Sk : {64, 45}) {
+    for (int64_t batch_padding : {16 * position_stride, int64_t{5}}) {
+      const SdpaCase c = sdpa_case(B, 8, Hkv, 1, Sk, D, Dv).with_logsumexp();
+      SCOPED_TRACE(describe(c) + ", batch padding " + std::to_string(batch_padding) + ", " +
+                   seed_note(seed));
+      SdpaTensors tensors(c, rng());
+      // Levels from the innermost: features (then padding up to the head stride), heads,
+      // positions (then the batch padding), batches.
+      Tensor k({B, Hkv, Sk, D},
+               StridePlan{{0, 2, 1, 3}, {head_stride - D, 0, batch_padding, 0}, {}});
+      Tensor v({B, Hkv, Sk, Dv},
+               StridePlan{{0, 2, 1, 3}, {head_stride - Dv, 0, batch_padding, 0}, {}});
+      k.fill_uniform(rng, -1.0f, 1.0f);
+      v.fill_values(rng);
+      run_and_compare(c, tensors.q.view(), k.view(), v.view(), tensors.out, tensors.lse);
+      MaskSpec spec;
+      spec.causal = attention::Causal::BottomRight;
+      spec.key_lengths = true;
+      spec.softcap = 2.5f;
+      MaskTensors masks(spec, c, rng());
+      masks.key_lengths = {static_cast<int32_t>(Sk), 0, 1};
+      masks.options.key_lengths =
+          attention::TensorView::contiguous(masks.key_lengths.data(), attention::DType::Int32, {B});
+      run_and_compare(c, tensors.q.view(), k.view(), v.view(), tensors.out, tensors.lse,
+                      masks.options);
+    }
+  }
+}
+
 // NaN and Inf in a visible position propagate as in PyTorch's math path. A NaN in q makes its query
 // row NaN; in k, every row of the query heads reading that kv head; in v, that feature of those
 // heads. An Inf gives ±Inf scores (a +Inf score makes its row NaN through inf - inf) or ±Inf in v's

@@ -447,6 +447,65 @@ Status run_paged_gpu(detail::Run, const TensorView&, const PagedKvCache&, const 
 
 }  // namespace
 
+namespace detail {
+
+Status run_decode_as_paged(const TensorView& q, const TensorView& k, const TensorView& v,
+                           const TensorView& out, const SdpaOptions& options, bool* ran) {
+  *ran = false;
+  const MaskOptions& m = options.mask;
+  const int64_t B = q.shape[0], Hkv = k.shape[1], Sk = k.shape[2];
+  // With Sq = 1 a bottom-right diagonal hides no key of the sequence, in either call's alignment.
+  const bool same_mask = m.causal != Causal::TopLeft && m.window < 0 && !m.alibi &&
+                         !given(m.query_lengths) && !given(m.bool_mask) && !given(m.additive_mask);
+  if (q.shape[2] != 1 || Hkv < 2 || Sk < 1 || !same_mask || options.rope || k.dtype != v.dtype) {
+    return Status::ok_status();
+  }
+  // Sequence-major: each position's kv heads inside its stride. One pool for both tensors needs
+  // the same number of positions per batch stride (R).
+  int64_t R = Sk;
+  for (const TensorView* t : {&k, &v}) {
+    const int64_t head = t->strides[1], position = t->strides[2];
+    if (head <= 0 || position < Hkv * head) return Status::ok_status();
+    if (B > 1) {
+      if (t->strides[0] <= 0 || t->strides[0] % position != 0) return Status::ok_status();
+      if (t == &k) R = t->strides[0] / position;
+      if (t->strides[0] / position != R || R < Sk) return Status::ok_status();
+    }
+  }
+  // Blocks of the largest power of two up to 64 that divides both, so no block reaches past Sk
+  // (the kernel reads every slot of a block it uses); the block size barely matters here
+  // (1x32x1x4096x128: 3.18, 3.24 and 3.20 ms at 1, 16 and 64).
+  int64_t block = 64;
+  while (block > 1 && (Sk % block != 0 || R % block != 0)) block /= 2;
+  const int64_t width = Sk / block, stride_blocks = R / block;
+  const int64_t blocks = (B - 1) * stride_blocks + width;
+  if (blocks > INT32_MAX) return Status::ok_status();
+  std::vector<int32_t> table(static_cast<size_t>(B * width)), lengths(static_cast<size_t>(B));
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t n = 0; n < width; ++n)
+      table[static_cast<size_t>(b * width + n)] = static_cast<int32_t>(b * stride_blocks + n);
+    lengths[static_cast<size_t>(b)] = given(m.key_lengths)
+                                          ? static_cast<int32_t>(int_at(m.key_lengths, b))
+                                          : static_cast<int32_t>(Sk);
+  }
+  const auto pool = [&](const TensorView& t) {
+    return TensorView::strided(t.data, t.dtype, {blocks, block, Hkv, t.shape[3]},
+                               {block * t.strides[2], t.strides[2], t.strides[1], 1});
+  };
+  PagedKvCache cache;
+  cache.k = pool(k);
+  cache.v = pool(v);
+  cache.block_table = TensorView::contiguous(table.data(), DType::Int32, {B, width});
+  cache.seq_lens = TensorView::contiguous(lengths.data(), DType::Int32, {B});
+  SdpaOptions paged_options = options;
+  paged_options.mask.key_lengths = TensorView();
+  paged_options.backend = Backend::CPU;
+  *ran = true;
+  return paged_attention(q, cache, out, paged_options);
+}
+
+}  // namespace detail
+
 Status paged_attention(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
                        const SdpaOptions& options) {
   // The cache's table and lengths are host tensors in every call (read by the checks).

@@ -445,6 +445,11 @@ Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const
                         const TensorView& out, const SdpaOptions& options) {
   if (out.numel() == 0) return Status::ok_status();  // B, H or Sq is 0
   if (options.rope && k.shape[2] > 0) return run_rope(run, q, k, v, out, options);
+  if (run == Run::CPU && k.shape[2] > 0) {
+    bool ran = false;
+    ATTENTION_RETURN_IF_ERROR(run_decode_as_paged(q, k, v, out, options, &ran));
+    if (ran) return Status::ok_status();
+  }
   if (has_half_operand(q, k, v, out, options.mask)) return run_half(run, q, k, v, out, options);
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   if (k.shape[2] == 0) {  // no keys: every row is fully masked (CUDA tensors refused by the checks)
