@@ -484,7 +484,9 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
   while (block > 1 && (Sk % block != 0 || R % block != 0)) block /= 2;
   const int64_t width = Sk / block, stride_blocks = R / block;
   const int64_t blocks = (B - 1) * stride_blocks + width;
-  if (blocks > INT32_MAX) return Status::ok_status();
+  // Sizes and strides the pool's checks would refuse (int32) keep the contiguous kernel.
+  if (blocks > INT32_MAX || block * std::max(k.strides[2], v.strides[2]) > INT32_MAX)
+    return Status::ok_status();
   std::vector<int32_t> table(static_cast<size_t>(B * width)), lengths(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t n = 0; n < width; ++n)
