@@ -189,9 +189,9 @@ TEST(SdpaStrides, NegativeStridesMatchReference) {
 // Decode over a sequence-major KV cache (memory [B, capacity, Hkv, D] with the first Sk positions
 // used, heads padded), which the CPU runs as a paged call over the same memory
 // (detail::run_decode_as_paged): GQA, Dv != D, logsumexp, with and without a mask (BottomRight,
-// key lengths 0, 1 and Sk, a softcap). Sk = 256 in a capacity of 272 makes blocks of 16
-// positions, Sk = 261 blocks of one; a batch stride that is no whole number of positions keeps the
-// contiguous kernel.
+// key lengths 0, 1 and Sk, a softcap; a window with ALiBi). Sk = 256 in a capacity of 272 makes
+// blocks of 16 positions, Sk = 261 blocks of one; a batch stride that is no whole number of
+// positions keeps the contiguous kernel.
 TEST(SdpaSequenceMajorCache, DecodeMatchesReference) {
   const uint64_t seed = seed_for_current_test();
   constexpr int64_t B = 3, Hkv = 4, D = 64, Dv = 48, head_stride = 72;
@@ -222,6 +222,14 @@ TEST(SdpaSequenceMajorCache, DecodeMatchesReference) {
           attention::TensorView::contiguous(masks.key_lengths.data(), attention::DType::Int32, {B});
       run_and_compare(c, tensors.q.view(), k.view(), v.view(), tensors.out, tensors.lse,
                       masks.options);
+      // Without key lengths a window and ALiBi take the same diagonal (Sk - 1) in both calls.
+      MaskSpec band;
+      band.causal = attention::Causal::BottomRight;
+      band.window = 40;
+      band.alibi = true;
+      MaskTensors band_masks(band, c, rng());
+      run_and_compare(c, tensors.q.view(), k.view(), v.view(), tensors.out, tensors.lse,
+                      band_masks.options);
     }
   }
 }

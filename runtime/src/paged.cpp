@@ -454,9 +454,12 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
   *ran = false;
   const MaskOptions& m = options.mask;
   const int64_t B = q.shape[0], Hkv = k.shape[1], Sk = k.shape[2];
-  // With Sq = 1 a bottom-right diagonal hides no key of the sequence, in either call's alignment.
-  const bool same_mask = m.causal != Causal::TopLeft && m.window < 0 && !m.alibi &&
-                         !given(m.query_lengths) && !given(m.bool_mask) && !given(m.additive_mask);
+  // The one query's diagonal is Sk - 1 in the contiguous call and seq_lens - 1 in the paged one:
+  // causal hides no key of the sequence in either; a window and ALiBi, measured from it, match
+  // only where the lengths are all Sk (no key_lengths).
+  const bool same_diagonal = (m.window < 0 && !m.alibi) || !given(m.key_lengths);
+  const bool same_mask = m.causal != Causal::TopLeft && same_diagonal && !given(m.query_lengths) &&
+                         !given(m.bool_mask) && !given(m.additive_mask);
   // Short caches stay: there the call's few items cost more than the reads save (1x32x1x64x128:
   // 0.092-0.098 -> 0.102-0.109 ms, 1x8(2)x1x256x128: 0.022-0.023 -> 0.028; gains from
   // 1x32(8)x1x128x128: 0.044-0.048 -> 0.034, and 1x8(2)x1x512x128: 0.035-0.036 -> 0.032).
