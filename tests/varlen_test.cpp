@@ -302,6 +302,28 @@ TEST(VarlenSdpa, WindowAndKeyPadding) {
   expect_varlen_matches_reference(cache);
 }
 
+// A decode batch (one query per sequence): lengths 0, 1 and up to 700 keys (the longest a
+// sequence-major cache the CPU runs through the paged kernel, detail::run_decode_as_paged), GQA,
+// Dv != D; key lengths with causal; a window with ALiBi and a softcap (no key lengths).
+TEST(VarlenSdpa, DecodeBatchOfOneQueryPerSequence) {
+  VarlenCase c;
+  c.k_lengths = {300, 0, 1, 77, 700, 129};
+  c.q_lengths.assign(c.k_lengths.size(), 1);
+  c.H = 8;
+  c.Hkv = 2;
+  c.D = 64;
+  c.Dv = 48;
+  expect_varlen_matches_reference(c);
+  c.masks.causal = attention::Causal::BottomRight;
+  c.masks.key_lengths = true;
+  expect_varlen_matches_reference(c);
+  c.masks.key_lengths = false;
+  c.masks.window = 50;
+  c.masks.alibi = true;
+  c.masks.softcap = 4.0f;
+  expect_varlen_matches_reference(c);
+}
+
 TEST(VarlenSdpa, SequencesWithoutKeysOutputZeros) {
   if (attention_test::skip_unless_backend_available()) return;
   VarlenCase c;
