@@ -190,14 +190,15 @@ TEST(SdpaStrides, NegativeStridesMatchReference) {
 // used, heads padded), which the CPU runs as a paged call over the same memory
 // (detail::run_decode_as_paged): GQA, Dv != D, logsumexp, with and without a mask (BottomRight,
 // key lengths 0, 1 and Sk, a softcap; a window with ALiBi). Sk = 256 in a capacity of 272 makes
-// blocks of 16 positions, Sk = 261 blocks of one; a batch stride that is no whole number of
-// positions keeps the contiguous kernel.
+// blocks of 16 positions, Sk = 261 blocks of one, Sk = 20 (a short cache, routed as a batch with
+// 4 kv heads) blocks of 4; a batch stride that is no whole number of positions keeps the
+// contiguous kernel.
 TEST(SdpaSequenceMajorCache, DecodeMatchesReference) {
   const uint64_t seed = seed_for_current_test();
   constexpr int64_t B = 3, Hkv = 4, D = 64, Dv = 48, head_stride = 72;
   constexpr int64_t position_stride = Hkv * head_stride;
   std::mt19937_64 rng(seed);
-  for (int64_t Sk : {256, 261}) {
+  for (int64_t Sk : {256, 261, 20}) {
     for (int64_t batch_padding : {16 * position_stride, int64_t{5}}) {
       const SdpaCase c = sdpa_case(B, 8, Hkv, 1, Sk, D, Dv).with_logsumexp();
       SCOPED_TRACE(describe(c) + ", batch padding " + std::to_string(batch_padding) + ", " +

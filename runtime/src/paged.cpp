@@ -460,11 +460,15 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
   const bool same_diagonal = (m.window < 0 && !m.alibi) || !given(m.key_lengths);
   const bool same_mask = m.causal != Causal::TopLeft && same_diagonal && !given(m.query_lengths) &&
                          !given(m.bool_mask) && !given(m.additive_mask);
-  // Short caches stay: there the call's few items cost more than the reads save (1x32x1x64x128:
-  // 0.092-0.098 -> 0.102-0.109 ms, 1x8(2)x1x256x128: 0.022-0.023 -> 0.028; gains from
-  // 1x32(8)x1x128x128: 0.044-0.048 -> 0.034, and 1x8(2)x1x512x128: 0.035-0.036 -> 0.032).
+  // One short sequence stays: there the call's few items cost more than the reads save
+  // (1x32x1x64x128: 0.092-0.098 -> 0.102-0.109 ms, 1x8(2)x1x256x128: 0.022-0.023 -> 0.028; gains
+  // from 1x32(8)x1x128x128: 0.044-0.048 -> 0.034, 1x8(2)x1x512x128: 0.035-0.036 -> 0.032). A
+  // batch has an item per sequence: there 4 kv heads or more gain at any length (8x32(8)x1x64x128
+  // 0.17 -> 0.13, 2x32x1x16x128 0.094 -> 0.044, 2x16(4)x1x32x128 0.017-0.019 -> 0.015-0.018), 2
+  // do not (4x8(2)x1x32x128: 0.015-0.016 -> 0.018).
   const bool long_cache = Sk >= 128 && Sk * Hkv >= 1024;
-  if (q.shape[2] != 1 || Hkv < 2 || !long_cache || !same_mask || options.rope ||
+  const bool batch_of_heads = B >= 2 && Hkv >= 4;
+  if (q.shape[2] != 1 || Hkv < 2 || !(long_cache || batch_of_heads) || !same_mask || options.rope ||
       k.dtype != v.dtype) {
     return Status::ok_status();
   }

@@ -242,12 +242,13 @@ struct SdpaOptions {
 // k, v or logsumexp, nor itself. The same rules hold for logsumexp (rank 3, Sq contiguous).
 //
 // A CPU decode call (Sq == 1) whose k and v hold each key position's kv heads together ([B, Sk,
-// Hkv, D] in memory, FlashAttention's KV cache), with Hkv >= 2, Sk >= 128, Sk * Hkv >= 1024 and
-// no mask beyond causal (None or BottomRight), key_lengths, softcap, and a window or ALiBi without
-// key_lengths, runs the paged decode kernel over the same memory (see paged_attention): its work
-// items read every kv head of a position together, where the contiguous kernel's go by head and
-// would read such a cache a row per position (1.3-1.8x faster on x86 at 512-4096 keys, 8-32 kv
-// heads). Shorter caches keep the contiguous kernel, which was as fast or faster there.
+// Hkv, D] in memory, FlashAttention's KV cache), with Hkv >= 4 and B >= 2, or Hkv >= 2, Sk >= 128
+// and Sk * Hkv >= 1024, and no mask beyond causal (None or BottomRight), key_lengths, softcap,
+// and a window or ALiBi without key_lengths, runs the paged decode kernel over the same memory
+// (see paged_attention): its work items read every kv head of a position together, where the
+// contiguous kernel's go by head and would read such a cache a row per position (1.3-1.8x faster
+// on x86 at 512-4096 keys, 8-32 kv heads). Other calls keep the contiguous kernel, which was as
+// fast or faster there.
 //
 // Zero sizes: if B, H or Sq is 0 the outputs are empty and the call succeeds without doing
 // anything. If Sk is 0 every query row has no key to attend to: out is all zeros and logsumexp is
