@@ -24,11 +24,13 @@ Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const
 
 // A checked CPU decode call (Sq = 1) whose k and v are sequence-major ([B, Sk, Hkv, D] in memory:
 // each key position's rows of every kv head adjacent, as FlashAttention's and many frameworks'
-// KV caches are) and whose mask the paged kernel computes alike (causal None or BottomRight, key
-// lengths, a softcap; nothing else), with Hkv >= 2: runs it as paged_attention over the same
-// memory viewed as a pool of blocks, and sets *ran. The contiguous decode kernels' items go by
-// head, which reads such a cache one row per position (1x32x1x4096x128: 1.6-1.9x slower than the
-// paged kernel, whose items read every kv head of a position together). Otherwise *ran = false.
+// KV caches are), whose mask the paged kernel computes alike (causal None or BottomRight, key
+// lengths, a softcap; a window and ALiBi without key lengths) and whose sizes gain (a batch with
+// Hkv >= 4, or Hkv >= 2 with Sk >= 128 and Sk · Hkv >= 1024): runs it as paged_attention over the
+// same memory viewed as a pool of blocks, and sets *ran. The contiguous decode kernels' items go
+// by head, which reads such a cache one row per position (1x32x1x4096x128: 1.6-1.9x slower than
+// the paged kernel, whose items read every kv head of a position together). Otherwise *ran =
+// false.
 Status run_decode_as_paged(const TensorView& q, const TensorView& k, const TensorView& v,
                            const TensorView& out, const SdpaOptions& options, bool* ran);
 
