@@ -314,6 +314,21 @@ attention::Status run_paged(const PagedShape& s, int64_t block_size, PagedProble
                                     TensorView::contiguous(out, {B, H, 1, D}));
 }
 
+// The statuses of two calls that wrote `contiguous` (the contiguous call) and `other` (`what`),
+// then their outputs, the same within 1e-5; fails the run otherwise.
+void expect_same_outputs(const PagedShape& s, const std::string& what,
+                         const std::vector<float>& contiguous, const std::vector<float>& other,
+                         const attention::Status& contiguous_status,
+                         const attention::Status& other_status) {
+  for (const attention::Status* status : {&contiguous_status, &other_status}) {
+    if (!*status) fail("paged/" + paged_name(s) + ": " + status->message());
+  }
+  for (size_t i = 0; i < contiguous.size(); ++i)
+    if (!(std::fabs(contiguous[i] - other[i]) <= 1e-5f))
+      fail("paged/" + paged_name(s) + ": " + what + " and contiguous outputs differ at " +
+           std::to_string(i));
+}
+
 // block_size 0: the contiguous twin, -1 the same with key lengths, kSequenceMajor the same over
 // [B, S, Hkv, D] tensors. Problems are built once per block size and layout and checked once.
 void run_paged_bench(benchmark::State& state, PagedShape s, int64_t block_size,
@@ -330,28 +345,15 @@ void run_paged_bench(benchmark::State& state, PagedShape s, int64_t block_size,
     problems.emplace_back(key, make_paged(s, layout_block, heads_slots));
     p = &problems.back().second;
     std::vector<float> a(p->q.size(), NAN), b(p->q.size(), NAN);
-    for (const attention::Status& status :
-         {run_contiguous(s, *p, a.data(), 0, s.mixed),
-          run_paged(s, layout_block, *p, b.data(), p->copies - 1)}) {
-      if (!status) fail("paged/" + paged_name(s) + ": " + status.message());
-    }
-    for (size_t i = 0; i < a.size(); ++i)
-      if (!(std::fabs(a[i] - b[i]) <= 1e-5f))
-        fail("paged/" + paged_name(s) + ": paged and contiguous outputs differ at " +
-             std::to_string(i));
+    expect_same_outputs(s, "paged", a, b, run_contiguous(s, *p, a.data(), 0, s.mixed),
+                        run_paged(s, layout_block, *p, b.data(), p->copies - 1));
   }
   const bool sequence_major = block_size == kSequenceMajor;
   if (sequence_major && p->seq_k.empty()) {
     add_sequence_major(s, *p);
     std::vector<float> a(p->q.size(), NAN), b(p->q.size(), NAN);
-    for (const attention::Status& status :
-         {run_contiguous(s, *p, a.data(), 0), run_contiguous(s, *p, b.data(), 0, false, true)}) {
-      if (!status) fail("paged/" + paged_name(s) + ": " + status.message());
-    }
-    for (size_t i = 0; i < a.size(); ++i)
-      if (!(std::fabs(a[i] - b[i]) <= 1e-5f))
-        fail("paged/" + paged_name(s) + ": [B, S, Hkv, D] and contiguous outputs differ at " +
-             std::to_string(i));
+    expect_same_outputs(s, "[B, S, Hkv, D]", a, b, run_contiguous(s, *p, a.data(), 0),
+                        run_contiguous(s, *p, b.data(), 0, false, true));
   }
   std::vector<float> out(p->q.size());
   bool all_ok = true;
