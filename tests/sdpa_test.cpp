@@ -235,6 +235,55 @@ TEST(SdpaSequenceMajorCache, DecodeMatchesReference) {
   }
 }
 
+// GQA calls of a few query rows run as one head's rows of each kv head
+// (detail::run_grouped_query_rows): groups of 2 and 4 and MQA, Sq from 3 to 64 with 2 and 65 on
+// either side of the route, Sk = 8·Sq the least it takes with a causal mask (31 keys for 4 rows
+// stay). Unmasked, and
+// bottom-right causal (the prefix every row sees, then the last Sq - 1 keys, merged by
+// logsumexp) alone and with key lengths that end in either part (0, 1, the prefix's last key or
+// the tail's first, Sk) and a softcap. q and out dense or [B, Sq, H, D], Dv != D.
+TEST(SdpaGroupedQueryRows, MatchesReference) {
+  const uint64_t seed = seed_for_current_test();
+  std::mt19937_64 rng(seed);
+  struct Shape {
+    int64_t H, Hkv, Sq, Sk;
+  };
+  for (const Shape& s :
+       {Shape{8, 2, 3, 96}, Shape{8, 2, 4, 32}, Shape{4, 1, 8, 70}, Shape{6, 2, 64, 512},
+        Shape{8, 2, 4, 31}, Shape{4, 2, 65, 200}, Shape{8, 2, 2, 50}}) {
+    for (Layout layout : {Layout::kDense, Layout::kBSHD}) {
+      const SdpaCase c = sdpa_case(3, s.H, s.Hkv, s.Sq, s.Sk, 64, 48)
+                             .layouts(layout, Layout::kDense, Layout::kDense, layout)
+                             .with_logsumexp();
+      SCOPED_TRACE(describe(c) + ", " + seed_note(seed));
+      SdpaTensors tensors(c, rng());
+      const auto run = [&](const attention::MaskOptions& mask) {
+        run_and_compare(c, tensors.q.view(), tensors.k.view(), tensors.v.view(), tensors.out,
+                        tensors.lse, mask);
+      };
+      run({});
+      const int32_t prefix_end = static_cast<int32_t>(s.Sk - s.Sq + 1), Sk = s.Sk;
+      for (attention::Causal causal : {attention::Causal::None, attention::Causal::BottomRight}) {
+        for (const std::vector<int32_t>& lengths :
+             {std::vector<int32_t>{}, {Sk, 0, prefix_end + 1}, {1, prefix_end, Sk - 1}}) {
+          MaskSpec spec;
+          spec.causal = causal;
+          spec.key_lengths = !lengths.empty();
+          spec.softcap = lengths.empty() ? 0.0f : 2.5f;
+          MaskTensors masks(spec, c, rng());
+          if (!lengths.empty()) {
+            masks.key_lengths = lengths;
+            masks.options.key_lengths = attention::TensorView::contiguous(
+                masks.key_lengths.data(), attention::DType::Int32, {3});
+          }
+          SCOPED_TRACE(describe(spec));
+          run(masks.options);
+        }
+      }
+    }
+  }
+}
+
 // NaN and Inf in a visible position propagate as in PyTorch's math path. A NaN in q makes its query
 // row NaN; in k, every row of the query heads reading that kv head; in v, that feature of those
 // heads. An Inf gives ±Inf scores (a +Inf score makes its row NaN through inf - inf) or ±Inf in v's

@@ -52,21 +52,6 @@ TensorView dense_view(const TensorView& t, void* data, DType dtype) {
   return view;
 }
 
-// A dense fp32 view for `t` over `storage` (allocated to fit, uninitialized: the caller writes
-// every element), or OutOfMemory naming it.
-Status allocate_fp32(const TensorView& t, ScratchFloats& storage, TensorView* view) {
-  configure_halide_runtime();  // the caching allocator behind halide_malloc
-  storage.reset(
-      static_cast<float*>(halide_malloc(nullptr, static_cast<size_t>(t.numel()) * sizeof(float))));
-  if (storage == nullptr) {
-    return Status::error(StatusCode::OutOfMemory, "out of memory for an fp32 copy of a " +
-                                                      std::string(dtype_name(t.dtype)) +
-                                                      " tensor " + shape_string(t));
-  }
-  *view = dense_view(t, storage.get(), DType::Float32);
-  return Status::ok_status();
-}
-
 // A dense copy of a half tensor whose innermost dimension is not contiguous (a mask may have any
 // strides; the convert kernels read rows): its elements gathered as they are, bits unchanged.
 TensorView dense_half_copy(const TensorView& t, std::vector<uint16_t>& storage) {
@@ -84,6 +69,21 @@ TensorView dense_half_copy(const TensorView& t, std::vector<uint16_t>& storage) 
 }
 
 }  // namespace
+
+// A dense fp32 view for `t` over `storage` (allocated to fit, uninitialized: the caller writes
+// every element), or OutOfMemory naming it.
+Status allocate_fp32(const TensorView& t, ScratchFloats& storage, TensorView* view) {
+  configure_halide_runtime();  // the caching allocator behind halide_malloc
+  storage.reset(
+      static_cast<float*>(halide_malloc(nullptr, static_cast<size_t>(t.numel()) * sizeof(float))));
+  if (storage == nullptr) {
+    return Status::error(StatusCode::OutOfMemory, "out of memory for an fp32 copy of a " +
+                                                      std::string(dtype_name(t.dtype)) +
+                                                      " tensor " + shape_string(t));
+  }
+  *view = dense_view(t, storage.get(), DType::Float32);
+  return Status::ok_status();
+}
 
 Status convert(const TensorView& from, const TensorView& to) {
   if (from.numel() == 0) return Status::ok_status();

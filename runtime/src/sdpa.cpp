@@ -449,6 +449,8 @@ Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const
     bool ran = false;
     ATTENTION_RETURN_IF_ERROR(run_decode_as_paged(q, k, v, out, options, &ran));
     if (ran) return Status::ok_status();
+    ATTENTION_RETURN_IF_ERROR(run_grouped_query_rows(q, k, v, out, options, &ran));
+    if (ran) return Status::ok_status();
   }
   if (has_half_operand(q, k, v, out, options.mask)) return run_half(run, q, k, v, out, options);
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];

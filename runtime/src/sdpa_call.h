@@ -34,6 +34,17 @@ Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const
 Status run_decode_as_paged(const TensorView& q, const TensorView& k, const TensorView& v,
                            const TensorView& out, const SdpaOptions& options, bool* ran);
 
+// A checked CPU call of grouped-query attention (H / Hkv >= 2) with a few query rows
+// (kDecodeMaxQueries < Sq <= 64: speculative decoding's draft tokens, a short chunk of a prefill)
+// whose mask treats every row alike (key lengths, a softcap) or is bottom-right causal with
+// Sk >= 8·Sq: runs the rows of each kv head's query heads as one head's rows, [B, Hkv, group·Sq,
+// D], so the prefill kernel reads each kv head once, not once per query head (1x32(8)x4x4096x128:
+// 5.7 -> 1.8 ms on Zen 4). Bottom-right causal splits the keys: the prefix every row sees runs
+// that way without the mask, the last Sq - 1 keys per head with it, and the two merge by their
+// logsumexps. Sets *ran; otherwise *ran = false and nothing runs.
+Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const TensorView& v,
+                              const TensorView& out, const SdpaOptions& options, bool* ran);
+
 // The checks an SDPA-family call shares once its inputs' shapes are known: out [B, H, Sq, Dv],
 // the scale, the GPU options, the masks against Sk keys, no output overlapping `inputs` (the
 // mask views are added) and logsumexp [B, H, Sq].

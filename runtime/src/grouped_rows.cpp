@@ -1,0 +1,155 @@
+// GQA calls of a few query rows (speculative decoding's draft tokens, short prefill chunks) as one
+// head's rows of each kv head: see run_grouped_query_rows in sdpa_call.h.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "attention/attention.h"
+#include "half_precision.h"
+#include "kernel_choice.h"
+#include "sdpa_call.h"
+#include "tensor_util.h"
+#include "validate.h"
+
+namespace attention::detail {
+namespace {
+
+// Most query rows per head the route takes. Measured on Zen 4 (2 cores, AVX-512), 1x32(8)xSqx4096
+// x128 unmasked, against the call on the heads' rows: Sq = 4 5.66 -> 1.79 ms, 16 7.07 -> 4.60, 64
+// 14.7 -> 12.1, 128 24.3 -> 21.6 (bench/RESULTS.md). Past the gain's knee the bottom-right tail's
+// Sq x Sq per-head call grows with Sq squared while the prefix's share of the keys shrinks.
+constexpr int64_t kGroupedMaxQueries = 64;
+
+// A bottom-right causal call runs its last Sq - 1 keys per head besides the grouped prefix: it
+// gains from Sk = 8·Sq (1x32(8)xSq x Sk: 4 x 32 0.077 -> 0.071-0.072 ms, 8 x 64 0.125-0.128 ->
+// 0.114-0.119, 16 x 128 even, 64 x 512 1.85-1.89 -> 1.67-1.70), loses below (16 x 64 0.13 ->
+// 0.17-0.18, 64 x 256 0.96 -> 1.04).
+constexpr int64_t kCausalKeysPerQuery = 8;
+
+// Reads an Int32 element of a validated host [B] view.
+int32_t length_at(const TensorView& lengths, int64_t b) {
+  return static_cast<const int32_t*>(lengths.data)[b * lengths.strides[0]];
+}
+
+float* element(const TensorView& t, int64_t b, int64_t h, int64_t i) {
+  return static_cast<float*>(t.data) + b * t.strides[0] + h * t.strides[1] + i * t.strides[2];
+}
+
+// Rows of two attentions of the same queries over disjoint keys (dense fp32 outputs [B, H, Sq,
+// Dv] and logsumexps [B, H, Sq]) merged into the attention over all their keys: each part weighed
+// by exp(its logsumexp - the merged one). A part without keys (-inf, zeros) adds nothing; NaN
+// propagates.
+// `out` and `lse` (lse skipped when its data is null) may have any strides.
+void merge_parts(const TensorView& out1, const TensorView& lse1, const TensorView& out2,
+                 const TensorView& lse2, const TensorView& out, const TensorView& lse) {
+  const int64_t B = out.shape[0], H = out.shape[1], Sq = out.shape[2], Dv = out.shape[3];
+  const double minus_inf = -std::numeric_limits<double>::infinity();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < Sq; ++i) {
+        const double l1 = *element(lse1, b, h, i), l2 = *element(lse2, b, h, i);
+        const float* o1 = element(out1, b, h, i);
+        const float* o2 = element(out2, b, h, i);
+        float* o = element(out, b, h, i);
+        double w1 = 1.0, w2 = 0.0, merged = l1;  // a part 2 without keys adds nothing
+        if (l2 != minus_inf) {
+          const double top = l1 > l2 ? l1 : l2;  // NaN in either: NaN weights below
+          w1 = std::exp(l1 - top);
+          w2 = std::exp(l2 - top);
+          const double sum = w1 + w2;
+          w1 /= sum;
+          w2 /= sum;
+          merged = top + std::log(sum);
+        }
+        for (int64_t e = 0; e < Dv; ++e) o[e] = static_cast<float>(w1 * o1[e] + w2 * o2[e]);
+        if (lse.data != nullptr) *element(lse, b, h, i) = static_cast<float>(merged);
+      }
+}
+
+}  // namespace
+
+Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const TensorView& v,
+                              const TensorView& out, const SdpaOptions& options, bool* ran) {
+  *ran = false;
+  const MaskOptions& m = options.mask;
+  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
+  const int64_t Hkv = k.shape[1], Sk = k.shape[2], Dv = v.shape[3];
+  const int64_t group = Hkv > 0 ? H / Hkv : 0;
+  const bool bottom_right = m.causal == Causal::BottomRight;
+  // Masks that treat every row of a head alike, bottom-right causal aside (split off below). A
+  // window and ALiBi are measured from each row's own diagonal.
+  const bool rows_alike = (m.causal == Causal::None || bottom_right) && m.window < 0 && !m.alibi &&
+                          !given(m.query_lengths) && !given(m.bool_mask) && !given(m.additive_mask);
+  if (group < 2 || Sq <= attention_contract::kDecodeMaxQueries || Sq > kGroupedMaxQueries ||
+      !rows_alike || options.rope || (bottom_right && Sk < kCausalKeysPerQuery * Sq)) {
+    return Status::ok_status();
+  }
+  *ran = true;
+  HostFp32Scratch halves;
+  TensorView q32, out32;
+  ATTENTION_RETURN_IF_ERROR(halves.widen(q, &q32));
+  ATTENTION_RETURN_IF_ERROR(halves.stage(out, &out32));
+
+  // The rows of query head kv·group + g are rows [g·Sq, (g + 1)·Sq) of kv head kv: a dense
+  // [B, H, Sq, X] tensor is that [B, Hkv, group·Sq, X] one.
+  const auto scratch = [](std::initializer_list<int64_t> shape, ScratchFloats& storage,
+                          TensorView* view) {
+    return allocate_fp32(TensorView::contiguous(nullptr, shape), storage, view);
+  };
+  const auto as_rows = [&](const TensorView& dense) {
+    return dense.rank == 4
+               ? TensorView::contiguous(dense.data, DType::Float32,
+                                        {B, Hkv, group * Sq, dense.shape[3]})
+               : TensorView::contiguous(dense.data, DType::Float32, {B, Hkv, group * Sq});
+  };
+  ScratchFloats q_storage, prefix_out_storage, prefix_lse_storage;
+  TensorView q_rows, prefix_out, prefix_lse;
+  ATTENTION_RETURN_IF_ERROR(scratch({B, H, Sq, D}, q_storage, &q_rows));
+  ATTENTION_RETURN_IF_ERROR(scratch({B, H, Sq, Dv}, prefix_out_storage, &prefix_out));
+  ATTENTION_RETURN_IF_ERROR(scratch({B, H, Sq}, prefix_lse_storage, &prefix_lse));
+  copy(q32, q_rows);
+
+  // Bottom-right causal: row i sees keys j <= Sk - Sq + i. The prefix [0, Sk - Sq + 1) is every
+  // row's, the tail's Sq - 1 keys each row's first i, which is bottom-right causal again for
+  // Sq rows against Sq - 1 keys. Key lengths cut each part where they cut the whole.
+  const int64_t prefix_keys = bottom_right ? Sk - Sq + 1 : Sk;
+  const int64_t tail_keys = Sk - prefix_keys;
+  std::vector<int32_t> prefix_lengths, tail_lengths;
+  if (given(m.key_lengths) && tail_keys > 0) {
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t length = length_at(m.key_lengths, b);
+      prefix_lengths.push_back(static_cast<int32_t>(std::min(length, prefix_keys)));
+      tail_lengths.push_back(static_cast<int32_t>(std::max<int64_t>(length - prefix_keys, 0)));
+    }
+  }
+  const auto part_options = [&](std::vector<int32_t>& lengths, Causal causal,
+                                const TensorView& lse) {
+    SdpaOptions part = options;
+    part.backend = Backend::CPU;
+    part.mask.causal = causal;
+    if (!lengths.empty())
+      part.mask.key_lengths = TensorView::contiguous(lengths.data(), DType::Int32, {B});
+    part.logsumexp = lse;
+    return part;
+  };
+  ATTENTION_RETURN_IF_ERROR(run_checked_sdpa(
+      Run::CPU, as_rows(q_rows), slice(k, 2, 0, prefix_keys), slice(v, 2, 0, prefix_keys),
+      as_rows(prefix_out), part_options(prefix_lengths, Causal::None, as_rows(prefix_lse))));
+  if (tail_keys == 0) {
+    copy(prefix_out, out32);
+    if (given(options.logsumexp)) copy(prefix_lse, options.logsumexp);
+    return halves.finish(out32, out);
+  }
+  ScratchFloats tail_out_storage, tail_lse_storage;
+  TensorView tail_out, tail_lse;
+  ATTENTION_RETURN_IF_ERROR(scratch({B, H, Sq, Dv}, tail_out_storage, &tail_out));
+  ATTENTION_RETURN_IF_ERROR(scratch({B, H, Sq}, tail_lse_storage, &tail_lse));
+  ATTENTION_RETURN_IF_ERROR(run_checked_sdpa(
+      Run::CPU, q32, slice(k, 2, prefix_keys, tail_keys), slice(v, 2, prefix_keys, tail_keys),
+      tail_out, part_options(tail_lengths, Causal::BottomRight, tail_lse)));
+  merge_parts(prefix_out, prefix_lse, tail_out, tail_lse, out32, options.logsumexp);
+  return halves.finish(out32, out);
+}
+
+}  // namespace attention::detail
