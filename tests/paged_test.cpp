@@ -401,6 +401,32 @@ TEST(PagedAttention, ChunkedPrefillPerSequenceLengths) {
   expect_paged_matches_reference(c);
   c.causal = attention::Causal::None;
   expect_paged_matches_reference(c);
+  // GQA's rows above run through copies of the keys (run_paged_prefill_cpu); 4 rows of one head
+  // per kv head stay on the paged kernel.
+  c.H = c.Hkv = 2;
+  c.Sq = 4;
+  c.causal = attention::Causal::BottomRight;
+  expect_paged_matches_reference(c);
+}
+
+// A chunked prefill whose sequence holds more than the CPU's copy of a few kv heads takes (8 MiB:
+// detail's kCopyBytes): one call per kv head there, each given its heads' share of ALiBi's
+// standard slopes (which depend on the call's H). Both layouts, query lengths, a half cache.
+TEST(PagedAttention, ChunkedPrefillOfLongSequences) {
+  PagedCase c;
+  c.H = 4;
+  c.Hkv = 2;
+  c.Sq = 3;
+  c.D = c.Dv = 64;
+  c.block_size = 64;
+  c.seq_lens = {8200, 17};  // 8200 · 128 · 4 bytes: 4.0 MiB per kv head
+  c.alibi = true;
+  expect_paged_matches_reference(c);
+  c.layout = PagedKvLayout::BlocksHeadsSlots;
+  c.query_lengths = true;
+  c.cache_dtype = DType::BFloat16;
+  c.seq_lens = {16500, 17};  // 16500 · 128 · 2 bytes: 4.0 MiB per kv head
+  expect_paged_matches_reference(c);
 }
 
 // A batch of very different cache lengths: the CPU runs it in groups of similar length

@@ -155,8 +155,6 @@ void append_mask_views(const MaskOptions& m, std::vector<NamedView>& views) {
                              {&m.alibi_slopes, "mask.alibi_slopes"}});
 }
 
-namespace {
-
 std::vector<float> slopes_for(const MaskOptions& m, int64_t H) {
   if (!m.alibi) return std::vector<float>(static_cast<size_t>(H), 0.0f);
   if (m.alibi_slopes.data == nullptr) return default_alibi_slopes(H);
@@ -166,6 +164,8 @@ std::vector<float> slopes_for(const MaskOptions& m, int64_t H) {
   }
   return slopes;
 }
+
+namespace {
 
 const uint8_t kAllowed = 1;
 const float kNoBias = 0.0f;

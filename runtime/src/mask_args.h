@@ -27,6 +27,11 @@ Status refuse_mask_tensors(const MaskOptions& m, const char* reason);
 // Appends the mask's input views (for the checks that outputs overlap no input).
 void append_mask_views(const MaskOptions& m, std::vector<NamedView>& views);
 
+// ALiBi's slope per query head of a validated `m` with H heads: alibi_slopes, or the standard
+// geometric slopes when it is empty; zeros without ALiBi. A call over some of the heads passes
+// its share of these (the standard slopes depend on H).
+std::vector<float> slopes_for(const MaskOptions& m, int64_t H);
+
 // The masked kernels' mask arguments for a validated `m`: neutral values for absent pieces,
 // lengths and slopes copied into owned buffers. Lives until the kernel call returns.
 class MaskArgs {
