@@ -4,7 +4,8 @@
 //     longest sequence as one [B, H, S_max, D] call with key and query lengths. GFLOP/s counts the
 //     sequences' own pairs (causal: the visible ones) for both, so the ratio is the time ratio;
 //   - paged/bs<N>: decode over a paged KV cache (paged_attention, blocks of N positions in
-//     shuffled order) against paged/contiguous: the same keys as [B, Hkv, S, D] tensors
+//     shuffled order; rows of 4 and 16 queries too, bottom-right causal: draft tokens or a short
+//     prefill chunk) against paged/contiguous: the same keys as [B, Hkv, S, D] tensors
 //     (scaled_dot_product_attention). Both rotate through copies of their KV, 256 MiB or more in
 //     all, so no call finds it in L3; GB/s counts the K and V bytes read. paged/bs<N>_heads_slots:
 //     the same pool as [blocks, Hkv, N, D] (PagedKvLayout::BlocksHeadsSlots);
@@ -167,24 +168,25 @@ void BM_VarlenPadded(benchmark::State& state, VarlenShape s) { run_varlen(state,
 struct PagedShape {
   int64_t batch, heads, kv_heads, keys, d;
   bool mixed = false;  // cache lengths drawn from [16, keys] instead of all `keys`
+  int64_t rows = 1;    // query rows per sequence (> 1: bottom-right causal, draft tokens)
 };
 
 // The last, one short sequence: a paged item covers every head, so only key splits spread it.
 // Mixed: a serving batch's sequences of different lengths (against the contiguous call with key
-// lengths only: the padded cache a user would otherwise keep).
-const PagedShape kPagedShapes[] = {{1, 32, 32, 4096, 128},
-                                   {8, 32, 8, 2048, 128},
-                                   {1, 32, 8, 512, 128},
-                                   {8, 32, 32, 1024, 128, true},
-                                   {8, 32, 8, 2048, 128, true}};
+// lengths only: the padded cache a user would otherwise keep). Rows 4 and 16: speculative
+// decoding's draft tokens (or a short prefill chunk) against the one-row call of the same cache.
+const PagedShape kPagedShapes[] = {
+    {1, 32, 32, 4096, 128},          {8, 32, 8, 2048, 128},           {1, 32, 8, 512, 128},
+    {8, 32, 32, 1024, 128, true},    {8, 32, 8, 2048, 128, true},     {1, 32, 8, 4096, 128},
+    {1, 32, 8, 4096, 128, false, 4}, {1, 32, 8, 4096, 128, false, 16}};
 const int64_t kBlockSizes[] = {16, 64};
 constexpr int64_t kSequenceMajor = -2;  // run_paged_bench's block size for paged/contiguous_bshd
 constexpr double kPagedRotationBytes = double(int64_t(256) << 20);
 
 std::string paged_name(const PagedShape& s) {
   return std::to_string(s.batch) + "x" + std::to_string(s.heads) + "(" +
-         std::to_string(s.kv_heads) + ")x1x" + std::to_string(s.keys) + "x" + std::to_string(s.d) +
-         (s.mixed ? "/mixed" : "");
+         std::to_string(s.kv_heads) + ")x" + std::to_string(s.rows) + "x" + std::to_string(s.keys) +
+         "x" + std::to_string(s.d) + (s.mixed ? "/mixed" : "");
 }
 
 // Each sequence's cache length (the same every run).
@@ -224,7 +226,7 @@ PagedProblem make_paged(const PagedShape& s, int64_t block_size, bool heads_slot
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
   const int64_t B = s.batch, Hkv = s.kv_heads, S = s.keys, D = s.d;
   const int64_t per_copy = B * Hkv * S * D;
-  p.q.resize(static_cast<size_t>(B * s.heads * D));
+  p.q.resize(static_cast<size_t>(B * s.heads * s.rows * D));
   for (float& x : p.q) x = value(rng);
   p.k.resize(static_cast<size_t>(per_copy));
   p.v.resize(static_cast<size_t>(per_copy));
@@ -281,6 +283,7 @@ attention::Status run_contiguous(const PagedShape& s, PagedProblem& p, float* ou
   const int64_t B = s.batch, H = s.heads, Hkv = s.kv_heads, S = s.keys, D = s.d;
   const int64_t offset = copy * B * Hkv * S * D;
   attention::SdpaOptions options;
+  if (s.rows > 1) options.mask.causal = attention::Causal::BottomRight;
   if (lengths)
     options.mask.key_lengths =
         TensorView::contiguous(p.seq_lens.data(), attention::DType::Int32, {B});
@@ -289,8 +292,8 @@ attention::Status run_contiguous(const PagedShape& s, PagedProblem& p, float* ou
     return TensorView::strided(seq.data() + offset, {B, Hkv, S, D}, {S * Hkv * D, D, Hkv * D, 1});
   };
   return attention::scaled_dot_product_attention(
-      TensorView::contiguous(p.q.data(), {B, H, 1, D}), kv(p.k, p.seq_k), kv(p.v, p.seq_v),
-      TensorView::contiguous(out, {B, H, 1, D}), options);
+      TensorView::contiguous(p.q.data(), {B, H, s.rows, D}), kv(p.k, p.seq_k), kv(p.v, p.seq_v),
+      TensorView::contiguous(out, {B, H, s.rows, D}), options);
 }
 
 attention::Status run_paged(const PagedShape& s, int64_t block_size, PagedProblem& p, float* out,
@@ -310,8 +313,10 @@ attention::Status run_paged(const PagedShape& s, int64_t block_size, PagedProble
   cache.block_table = TensorView::contiguous(p.tables[copy].data(), attention::DType::Int32,
                                              {B, s.keys / block_size});
   cache.seq_lens = TensorView::contiguous(p.seq_lens.data(), attention::DType::Int32, {B});
-  return attention::paged_attention(TensorView::contiguous(p.q.data(), {B, H, 1, D}), cache,
-                                    TensorView::contiguous(out, {B, H, 1, D}));
+  attention::SdpaOptions options;
+  if (s.rows > 1) options.mask.causal = attention::Causal::BottomRight;
+  return attention::paged_attention(TensorView::contiguous(p.q.data(), {B, H, s.rows, D}), cache,
+                                    TensorView::contiguous(out, {B, H, s.rows, D}), options);
 }
 
 // The statuses of two calls that wrote `contiguous` (the contiguous call) and `other` (`what`),

@@ -409,24 +409,33 @@ TEST(PagedAttention, ChunkedPrefillPerSequenceLengths) {
   expect_paged_matches_reference(c);
 }
 
-// A chunked prefill whose sequence holds more than the CPU's copy of a few kv heads takes (8 MiB:
-// detail's kCopyBytes): one call per kv head there, each given its heads' share of ALiBi's
-// standard slopes (which depend on the call's H). Both layouts, query lengths, a half cache.
+// A chunked prefill whose sequence holds more than the CPU's copy of a few kv heads takes (8 MiB,
+// at least a kv head per thread: detail's kCopyBytes): one call per kv head there on one thread,
+// per two on two, each given its heads' share of ALiBi's standard slopes (which depend on the
+// call's H). Both layouts, query lengths, a half cache.
 TEST(PagedAttention, ChunkedPrefillOfLongSequences) {
+  const attention_test::DefaultThreadsOnExit restore;
   PagedCase c;
-  c.H = 4;
-  c.Hkv = 2;
+  c.H = 6;
+  c.Hkv = 3;
   c.Sq = 3;
   c.D = c.Dv = 64;
   c.block_size = 64;
-  c.seq_lens = {8200, 17};  // 8200 · 128 · 4 bytes: 4.0 MiB per kv head
   c.alibi = true;
-  expect_paged_matches_reference(c);
-  c.layout = PagedKvLayout::BlocksHeadsSlots;
-  c.query_lengths = true;
-  c.cache_dtype = DType::BFloat16;
-  c.seq_lens = {16500, 17};  // 16500 · 128 · 2 bytes: 4.0 MiB per kv head
-  expect_paged_matches_reference(c);
+  for (int threads : {1, 2}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    attention::set_num_threads(threads);
+    c.layout = PagedKvLayout::BlocksSlotsHeads;
+    c.query_lengths = false;
+    c.cache_dtype = DType::Float32;
+    c.seq_lens = {8200, 17};  // 8200 · 128 · 4 bytes: 4.0 MiB per kv head
+    expect_paged_matches_reference(c);
+    c.layout = PagedKvLayout::BlocksHeadsSlots;
+    c.query_lengths = true;
+    c.cache_dtype = DType::BFloat16;
+    c.seq_lens = {16500, 17};  // 16500 · 128 · 2 bytes: 4.0 MiB per kv head
+    expect_paged_matches_reference(c);
+  }
 }
 
 // A batch of very different cache lengths: the CPU runs it in groups of similar length

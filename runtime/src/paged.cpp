@@ -278,9 +278,11 @@ int copy_positions(void*, int task, uint8_t* closure) {
 }
 
 // The copies of one call of run_paged_prefill_cpu: about this many bytes, whole kv heads (at least
-// one). Small enough that the attention call after the copy reads it from cache, and that the
-// runtime's allocator keeps it for the next call (a whole 1x32x4096x128 sequence, 128 MiB, was
-// mapped afresh each call: 48 ms against 5.4 for the paged kernel at 4 rows).
+// one per thread). Small enough that the attention call after the copy reads it from cache, and
+// that the runtime's allocator keeps it for the next call (a whole 1x32x4096x128 sequence, 128
+// MiB, was mapped afresh each call: 48 ms against 5.4 for the paged kernel at 4 rows). At
+// 1x32(8)x4x4096x128 on 2 threads, block 16: 1-4 MiB (one kv head per call) 4.4-4.5 ms, 8 MiB
+// 3.0-3.1, 32 MiB 3.4.
 constexpr int64_t kCopyBytes = int64_t{8} << 20;
 
 // Rows [first, last) of head h, batch b of out (any float type: 0.0 is all zero bits) set to
@@ -315,7 +317,9 @@ Status run_paged_prefill_cpu(const TensorView& q, const PagedKvCache& cache, con
   const size_t k_row = static_cast<size_t>(s.D * element),
                v_row = static_cast<size_t>(s.Dv * element);
   const int64_t head_bytes = std::max<int64_t>(1, s.longest) * static_cast<int64_t>(k_row + v_row);
-  const int64_t chunk_heads = std::clamp<int64_t>(kCopyBytes / head_bytes, 1, s.Hkv);
+  // At least a kv head per thread: the prefill kernel's work items are (query tile, head, batch).
+  const int64_t chunk_heads =
+      std::clamp<int64_t>(std::max<int64_t>(kCopyBytes / head_bytes, num_threads()), 1, s.Hkv);
   detail::configure_halide_runtime();  // the caching allocator behind halide_malloc
   const detail::ScratchFloats storage(
       static_cast<float*>(halide_malloc(nullptr, static_cast<size_t>(chunk_heads * head_bytes))));
