@@ -273,7 +273,7 @@ TEST(PagedAttention, HalfCaches) {
   c.H = 8;
   c.Hkv = 2;
   c.D = c.Dv = 64;
-  c.seq_lens = {100, 1, 33};
+  c.seq_lens = {100, 1, 33, 0};
   for (DType dtype : {DType::Float16, DType::BFloat16}) {
     c.cache_dtype = dtype;
     c.Sq = 1;
