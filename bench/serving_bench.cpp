@@ -174,11 +174,17 @@ struct PagedShape {
 // The last, one short sequence: a paged item covers every head, so only key splits spread it.
 // Mixed: a serving batch's sequences of different lengths (against the contiguous call with key
 // lengths only: the padded cache a user would otherwise keep). Rows 4 and 16: speculative
-// decoding's draft tokens (or a short prefill chunk) against the one-row call of the same cache.
-const PagedShape kPagedShapes[] = {
-    {1, 32, 32, 4096, 128},          {8, 32, 8, 2048, 128},           {1, 32, 8, 512, 128},
-    {8, 32, 32, 1024, 128, true},    {8, 32, 8, 2048, 128, true},     {1, 32, 8, 4096, 128},
-    {1, 32, 8, 4096, 128, false, 4}, {1, 32, 8, 4096, 128, false, 16}};
+// decoding's draft tokens (or a short prefill chunk) against the one-row call of the same cache
+// (and 4 rows without GQA).
+const PagedShape kPagedShapes[] = {{1, 32, 32, 4096, 128},
+                                   {8, 32, 8, 2048, 128},
+                                   {1, 32, 8, 512, 128},
+                                   {8, 32, 32, 1024, 128, true},
+                                   {8, 32, 8, 2048, 128, true},
+                                   {1, 32, 8, 4096, 128},
+                                   {1, 32, 8, 4096, 128, false, 4},
+                                   {1, 32, 8, 4096, 128, false, 16},
+                                   {1, 32, 32, 4096, 128, false, 4}};
 const int64_t kBlockSizes[] = {16, 64};
 constexpr int64_t kSequenceMajor = -2;  // run_paged_bench's block size for paged/contiguous_bshd
 constexpr double kPagedRotationBytes = double(int64_t(256) << 20);

@@ -81,8 +81,13 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
   // window and ALiBi are measured from each row's own diagonal.
   const bool rows_alike = (m.causal == Causal::None || bottom_right) && m.window < 0 && !m.alibi &&
                           !given(m.query_lengths) && !given(m.bool_mask) && !given(m.additive_mask);
-  if (group < 2 || Sq <= attention_contract::kDecodeMaxQueries || Sq > kGroupedMaxQueries ||
-      !rows_alike || options.rope || (bottom_right && Sk < kCausalKeysPerQuery * Sq)) {
+  // Without GQA, 4 rows at D = 128 make the decode kernels' row block (kDecodeRowBlock): the
+  // rows then run as a decode call whose kv heads each have 4 query heads.
+  const bool decode_rows = group * Sq == attention_contract::kDecodeRowBlock &&
+                           D == attention_contract::kDecodeRowBlockDim;
+  if ((group < 2 && !decode_rows) || Sq <= attention_contract::kDecodeMaxQueries ||
+      Sq > kGroupedMaxQueries || !rows_alike || options.rope ||
+      (bottom_right && Sk < kCausalKeysPerQuery * Sq)) {
     return Status::ok_status();
   }
   *ran = true;
@@ -97,11 +102,14 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
                           TensorView* view) {
     return allocate_fp32(TensorView::contiguous(nullptr, shape), storage, view);
   };
+  // As a decode call: the same memory as [B, H·Sq, 1, X], group·Sq query heads per kv head.
   const auto as_rows = [&](const TensorView& dense) {
+    const std::vector<int64_t> rows =
+        decode_rows ? std::vector<int64_t>{B, H * Sq, 1} : std::vector<int64_t>{B, Hkv, group * Sq};
     return dense.rank == 4
                ? TensorView::contiguous(dense.data, DType::Float32,
-                                        {B, Hkv, group * Sq, dense.shape[3]})
-               : TensorView::contiguous(dense.data, DType::Float32, {B, Hkv, group * Sq});
+                                        {rows[0], rows[1], rows[2], dense.shape[3]})
+               : TensorView::contiguous(dense.data, DType::Float32, {rows[0], rows[1], rows[2]});
   };
   ScratchFloats q_storage, prefix_out_storage, prefix_lse_storage;
   TensorView q_rows, prefix_out, prefix_lse;
