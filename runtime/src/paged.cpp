@@ -284,6 +284,10 @@ int copy_positions(void*, int task, uint8_t* closure) {
 // 1x32(8)x4x4096x128 on 2 threads, block 16: 1-4 MiB (one kv head per call) 4.4-4.5 ms, 8 MiB
 // 3.0-3.1, 32 MiB 3.4.
 constexpr int64_t kCopyBytes = int64_t{8} << 20;
+// The most a call copies at once where one kv head takes less: under the allocator's largest
+// cached block (scratch_allocator.cpp), and a bound on the call's memory on machines with many
+// threads. One kv head of one sequence is copied whatever its size.
+constexpr int64_t kMaxCopyBytes = int64_t{32} << 20;
 
 // Rows [first, last) of head h, batch b of out (any float type: 0.0 is all zero bits) set to
 // zeros, and of logsumexp (if given) to -inf: the rows past a sequence's valid rows.
@@ -317,9 +321,11 @@ Status run_paged_prefill_cpu(const TensorView& q, const PagedKvCache& cache, con
   const size_t k_row = static_cast<size_t>(s.D * element),
                v_row = static_cast<size_t>(s.Dv * element);
   const int64_t head_bytes = std::max<int64_t>(1, s.longest) * static_cast<int64_t>(k_row + v_row);
-  // At least a kv head per thread: the prefill kernel's work items are (query tile, head, batch).
-  const int64_t chunk_heads =
-      std::clamp<int64_t>(std::max<int64_t>(kCopyBytes / head_bytes, num_threads()), 1, s.Hkv);
+  // At least a kv head per thread (the prefill kernel's work items are (query tile, head, batch)),
+  // but at most kMaxCopyBytes unless one kv head is more.
+  const int64_t wanted = std::max<int64_t>(kCopyBytes / head_bytes, num_threads());
+  const int64_t chunk_heads = std::clamp<int64_t>(
+      std::min(wanted, std::max<int64_t>(kMaxCopyBytes / head_bytes, 1)), 1, s.Hkv);
   detail::configure_halide_runtime();  // the caching allocator behind halide_malloc
   const detail::ScratchFloats storage(
       static_cast<float*>(halide_malloc(nullptr, static_cast<size_t>(chunk_heads * head_bytes))));

@@ -342,7 +342,7 @@ struct PagedKvCache {
 // widened in registers); q and out any of the three. Every table entry read and every length is
 // checked before the kernel runs; on error nothing is written. On the CPU a call with more than 4
 // query rows per kv head (H / Hkv · Sq, for Sq >= 3) copies each sequence's keys out of the pool,
-// a few kv heads at a time (about 8 MiB, at least one kv head per thread), and runs
+// a few kv heads at a time (about 8 MiB, at least one kv head per thread up to 32 MiB), and runs
 // scaled_dot_product_attention over them with Sk = seq_lens[b]; the paged kernel's decode-shaped
 // work items grow with the rows (1x32(8)x16x4096x128: 3x faster). Other CPU calls of a batch of
 // very different lengths run as a few calls, each over sequences of similar length (their rows
