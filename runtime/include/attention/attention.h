@@ -256,7 +256,7 @@ struct SdpaOptions {
 // heads as one head's rows ([B, Hkv, group·Sq, D]), so the prefill kernel reads each kv head once
 // instead of once per query head. Bottom-right causal splits the keys: those every row sees run
 // so without the mask, the last Sq - 1 keys per head with it, and the two parts merge by their
-// logsumexps (1x32(8)x4x4096x128 causal on x86: 3.2-3.5x faster). Without GQA, 4 query rows at
+// logsumexps (1x32(8)x4x4096x128 causal on x86: about 3x faster). Without GQA, 4 query rows at
 // D = 128 run so too, as the decode kernels' block of 4 rows per kv head (1x32x4x4096x128
 // causal: 2.3x faster). q and out are copied into and out of the grouped layout (a few rows); the
 // results match the call on the heads' rows to rounding.
