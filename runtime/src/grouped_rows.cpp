@@ -1,5 +1,6 @@
 // GQA calls of a few query rows (speculative decoding's draft tokens, short prefill chunks) as one
 // head's rows of each kv head: see run_grouped_query_rows in sdpa_call.h.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -8,6 +9,7 @@
 #include "attention/attention.h"
 #include "half_precision.h"
 #include "kernel_choice.h"
+#include "mask_args.h"
 #include "sdpa_call.h"
 #include "tensor_util.h"
 #include "validate.h"
@@ -26,11 +28,6 @@ constexpr int64_t kGroupedMaxQueries = 64;
 // 0.114-0.119, 16 x 128 even, 64 x 512 1.85-1.89 -> 1.67-1.70), loses below (16 x 64 0.13 ->
 // 0.17-0.18, 64 x 256 0.96 -> 1.04).
 constexpr int64_t kCausalKeysPerQuery = 8;
-
-// Reads an Int32 element of a validated host [B] view.
-int32_t length_at(const TensorView& lengths, int64_t b) {
-  return static_cast<const int32_t*>(lengths.data)[b * lengths.strides[0]];
-}
 
 float* element(const TensorView& t, int64_t b, int64_t h, int64_t i) {
   return static_cast<float*>(t.data) + b * t.strides[0] + h * t.strides[1] + i * t.strides[2];
@@ -125,8 +122,7 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
   const int64_t tail_keys = Sk - prefix_keys;
   std::vector<int32_t> prefix_lengths, tail_lengths;
   if (given(m.key_lengths) && tail_keys > 0) {
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t length = length_at(m.key_lengths, b);
+    for (const int64_t length : lengths_or(m.key_lengths, B, Sk)) {
       prefix_lengths.push_back(static_cast<int32_t>(std::min(length, prefix_keys)));
       tail_lengths.push_back(static_cast<int32_t>(std::max<int64_t>(length - prefix_keys, 0)));
     }

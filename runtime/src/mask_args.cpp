@@ -50,15 +50,6 @@ TensorView rows_of(const TensorView& mask, int64_t row, int64_t rows) {
   return rows < 0 ? mask : slice(mask, 2, row, rows);
 }
 
-std::vector<int32_t> lengths_or(const TensorView& lengths, int64_t B, int64_t full) {
-  std::vector<int32_t> out(static_cast<size_t>(B), static_cast<int32_t>(full));
-  if (lengths.data == nullptr) return out;
-  for (int64_t b = 0; b < B; ++b) {
-    out[b] = static_cast<const int32_t*>(lengths.data)[b * lengths.strides[0]];
-  }
-  return out;
-}
-
 // The masked kernels compute diagonal offsets and band ends in int32.
 constexpr int64_t kMaxMaskedSeq = int64_t(1) << 29;
 
@@ -153,6 +144,15 @@ void append_mask_views(const MaskOptions& m, std::vector<NamedView>& views) {
                              {&m.bool_mask, "mask.bool_mask"},
                              {&m.additive_mask, "mask.additive_mask"},
                              {&m.alibi_slopes, "mask.alibi_slopes"}});
+}
+
+std::vector<int32_t> lengths_or(const TensorView& lengths, int64_t B, int64_t full) {
+  std::vector<int32_t> out(static_cast<size_t>(B), static_cast<int32_t>(full));
+  if (lengths.data == nullptr) return out;
+  for (int64_t b = 0; b < B; ++b) {
+    out[b] = static_cast<const int32_t*>(lengths.data)[b * lengths.strides[0]];
+  }
+  return out;
 }
 
 std::vector<float> slopes_for(const MaskOptions& m, int64_t H) {

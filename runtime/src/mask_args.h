@@ -27,6 +27,10 @@ Status refuse_mask_tensors(const MaskOptions& m, const char* reason);
 // Appends the mask's input views (for the checks that outputs overlap no input).
 void append_mask_views(const MaskOptions& m, std::vector<NamedView>& views);
 
+// The B lengths of a validated Int32 lengths view (key_lengths, query_lengths), or `full` for each
+// batch when it is absent.
+std::vector<int32_t> lengths_or(const TensorView& lengths, int64_t B, int64_t full);
+
 // ALiBi's slope per query head of a validated `m` with H heads: alibi_slopes, or the standard
 // geometric slopes when it is empty; zeros without ALiBi. A call over some of the heads passes
 // its share of these (the standard slopes depend on H).

@@ -625,14 +625,12 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
   // Sizes and strides the pool's checks would refuse (int32) keep the contiguous kernel.
   if (blocks > INT32_MAX || block * std::max(k.strides[2], v.strides[2]) > INT32_MAX)
     return Status::ok_status();
-  std::vector<int32_t> table(static_cast<size_t>(B * width)), lengths(static_cast<size_t>(B));
+  std::vector<int32_t> table(static_cast<size_t>(B * width));
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t n = 0; n < width; ++n)
       table[static_cast<size_t>(b * width + n)] = static_cast<int32_t>(b * stride_blocks + n);
-    lengths[static_cast<size_t>(b)] = given(m.key_lengths)
-                                          ? static_cast<int32_t>(int_at(m.key_lengths, b))
-                                          : static_cast<int32_t>(Sk);
   }
+  std::vector<int32_t> lengths = lengths_or(m.key_lengths, B, Sk);
   const auto pool = [&](const TensorView& t) {
     return TensorView::strided(t.data, t.dtype, {blocks, block, Hkv, t.shape[3]},
                                {block * t.strides[2], t.strides[2], t.strides[1], 1});
