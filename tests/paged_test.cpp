@@ -40,6 +40,7 @@ struct PagedCase {
   float softcap = 0.0f;
   int64_t extra_columns = 1;  // table columns past the longest sequence's (filled with -1)
   DType cache_dtype = DType::Float32;
+  bool logsumexp = true;  // false: logsumexp has its shape but no data (skipped)
 };
 
 std::string describe(const PagedCase& c) {
@@ -55,6 +56,7 @@ std::string describe(const PagedCase& c) {
   if (c.query_lengths) s += " query lengths";
   if (c.alibi) s += " alibi";
   if (c.softcap > 0) s += " softcap";
+  if (!c.logsumexp) s += " logsumexp without data";
   if (c.cache_dtype != DType::Float32)
     s += c.cache_dtype == DType::Float16 ? " Float16 cache" : " BFloat16 cache";
   return s;
@@ -116,7 +118,8 @@ class PagedRun {
     if (c.query_lengths)
       options_.mask.query_lengths =
           TensorView::contiguous(query_lengths_.data(), DType::Int32, {B_});
-    options_.logsumexp = TensorView::contiguous(lse_.data(), {B_, c.H, c.Sq});
+    options_.logsumexp =
+        TensorView::contiguous(c.logsumexp ? lse_.data() : nullptr, {B_, c.H, c.Sq});
     options_.backend = attention_test::test_backend();
   }
 
@@ -207,6 +210,10 @@ class PagedRun {
     }
     const std::vector<float> out(out_.begin(), out_.end() - 1), lse(lse_.begin(), lse_.end() - 1);
     EXPECT_TRUE(attention_test::matches_reference(out, expected, {B_, H, Sq, Dv})) << "in out";
+    if (!c_.logsumexp) {
+      EXPECT_TRUE(std::all_of(lse_.begin(), lse_.end(), [](float x) { return std::isnan(x); }));
+      return;
+    }
     EXPECT_TRUE(attention_test::matches_reference(lse, expected_lse, {B_, H, Sq},
                                                   attention_test::Domain::Log))
         << "in logsumexp";
@@ -436,6 +443,26 @@ TEST(PagedAttention, ChunkedPrefillOfLongSequences) {
     c.seq_lens = {16500, 17};  // 16500 · 128 · 2 bytes: 4.0 MiB per kv head
     expect_paged_matches_reference(c);
   }
+}
+
+// logsumexp with its shape but no data is skipped (attention.h), on every CPU route: the paged
+// kernel writing rows past query_lengths, the chunked-prefill copies, and length groups.
+TEST(PagedAttention, LogsumexpShapeWithoutDataIsSkipped) {
+  PagedCase c;
+  c.logsumexp = false;
+  c.query_lengths = true;
+  c.D = c.Dv = 32;
+  c.H = c.Hkv = 4;
+  c.Sq = 2;
+  c.seq_lens = {40, 0, 17};
+  expect_paged_matches_reference(c);
+  c.H = 8;
+  c.Hkv = 2;
+  c.Sq = 4;
+  expect_paged_matches_reference(c);
+  c.Sq = 2;
+  c.seq_lens = {700, 0, 5, 300, 64, 1, 129};
+  expect_paged_matches_reference(c);
 }
 
 // A batch of very different cache lengths: the CPU runs it in groups of similar length

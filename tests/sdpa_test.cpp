@@ -284,6 +284,40 @@ TEST(SdpaGroupedQueryRows, MatchesReference) {
   }
 }
 
+// attention.h: logsumexp is skipped when its data is null, whatever its rank and shape say (a
+// caller filling the shape and leaving the pointer unset). Every CPU route must skip it: the
+// fuzzer found the grouped-rows route writing the causal prefix's logsumexps through it.
+TEST(SdpaLogsumexp, ShapeWithoutDataIsSkippedOnEveryRoute) {
+  const uint64_t seed = seed_for_current_test();
+  std::mt19937_64 rng(seed);
+  struct Route {
+    int64_t H, Hkv, Sq, Sk, D;
+    attention::Causal causal;
+  };
+  // GQA decode (read as paged), grouped rows with and without the causal tail, MHA's 4 rows as
+  // decode rows, and the prefill kernel.
+  for (const Route& r : {Route{8, 2, 1, 70, 64, attention::Causal::None},
+                         Route{8, 2, 4, 96, 64, attention::Causal::BottomRight},
+                         Route{8, 2, 4, 96, 64, attention::Causal::None},
+                         Route{4, 4, 4, 40, 128, attention::Causal::BottomRight},
+                         Route{2, 2, 70, 80, 64, attention::Causal::BottomRight}}) {
+    const SdpaCase c = sdpa_case(2, r.H, r.Hkv, r.Sq, r.Sk, r.D, r.D);
+    SCOPED_TRACE(describe(c) + ", " + seed_note(seed));
+    SdpaTensors tensors(c, rng());
+    tensors.out.poison();
+    attention::SdpaOptions options;
+    options.mask.causal = r.causal;
+    options.logsumexp = attention::TensorView::contiguous(nullptr, {2, r.H, r.Sq});
+    const attention::Status status = attention::scaled_dot_product_attention(
+        tensors.q.view(), tensors.k.view(), tensors.v.view(), tensors.out.view(), options);
+    ASSERT_TRUE(status.ok()) << status.message();
+    std::vector<double> reference_out;
+    reference_sdpa(tensors.q.view(), tensors.k.view(), tensors.v.view(), c.effective_scale(),
+                   &reference_out, nullptr, &options.mask);
+    EXPECT_TRUE(matches_reference(tensors.out.to_dense(), reference_out, tensors.out.shape()));
+  }
+}
+
 // NaN and Inf in a visible position propagate as in PyTorch's math path. A NaN in q makes its query
 // row NaN; in k, every row of the query heads reading that kv head; in v, that feature of those
 // heads. An Inf gives ±Inf scores (a +Inf score makes its row NaN through inf - inf) or ±Inf in v's

@@ -37,7 +37,7 @@ struct VarlenCase {
   std::vector<int64_t> q_lengths, k_lengths;
   int64_t H = 1, Hkv = 1, D = 1, Dv = 1;
   bool fused_qkv = false;  // q, k, v heads of one [T, H + 2·Hkv, D] buffer (needs D == Dv, Tq == Tk)
-  bool logsumexp = true;
+  bool logsumexp = true;   // false: logsumexp has its shape but no data (skipped)
   VarlenMasks masks;
 };
 
@@ -112,7 +112,7 @@ class VarlenRun {
     if (c.masks.query_lengths)
       m.query_lengths = TensorView::contiguous(query_lengths_.data(), DType::Int32, {B});
     options_.backend = attention_test::test_backend();
-    if (c.logsumexp) options_.logsumexp = TensorView::contiguous(lse_.data(), {c.H, Tq_});
+    options_.logsumexp = TensorView::contiguous(c.logsumexp ? lse_.data() : nullptr, {c.H, Tq_});
   }
 
   TensorView q() const { return q_; }
@@ -202,6 +202,8 @@ class VarlenRun {
                                                     attention_test::Domain::Log))
           << "in logsumexp";
       EXPECT_TRUE(std::isnan(lse_.back())) << "logsumexp written past [H, Tq]";
+    } else {
+      EXPECT_TRUE(std::all_of(lse_.begin(), lse_.end(), [](float x) { return std::isnan(x); }));
     }
   }
 
@@ -286,6 +288,22 @@ TEST(VarlenSdpa, PerSequenceCacheLengthsBottomRight) {
   expect_varlen_matches_reference(c);
   c.masks.alibi = true;
   c.masks.softcap = 5.0f;
+  expect_varlen_matches_reference(c);
+}
+
+// logsumexp with its shape but no data is skipped (attention.h) in every sequence's call: GQA
+// draft rows (the grouped-rows route, whose causal prefix once wrote its logsumexps through it),
+// a decode row and a short prefill.
+TEST(VarlenSdpa, LogsumexpShapeWithoutDataIsSkipped) {
+  VarlenCase c;
+  c.q_lengths = {4, 1, 9};
+  c.k_lengths = {96, 50, 20};
+  c.H = 8;
+  c.Hkv = 2;
+  c.D = c.Dv = 32;
+  c.logsumexp = false;
+  expect_varlen_matches_reference(c);
+  c.masks.causal = attention::Causal::BottomRight;
   expect_varlen_matches_reference(c);
 }
 

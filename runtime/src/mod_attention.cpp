@@ -449,7 +449,7 @@ Status mod_attention(const ModKernels& kernels, const TensorView& q, const Tenso
         " for " + run_name(kernel_run(*other)));
   }
   // Backend::Auto runs GPU kernels on their backend, host tensors copied in and out.
-  SdpaOptions resolved = options;
+  SdpaOptions resolved = detail::without_absent_logsumexp(options);
   if (options.backend == Backend::Auto && target != detail::Run::CPU) {
     resolved.backend = target == detail::Run::CUDA ? Backend::CUDA : Backend::OpenCL;
   }

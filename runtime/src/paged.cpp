@@ -650,7 +650,8 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
 }  // namespace detail
 
 Status paged_attention(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
-                       const SdpaOptions& options) {
+                       const SdpaOptions& call_options) {
+  const SdpaOptions options = detail::without_absent_logsumexp(call_options);
   // The cache's table and lengths are host tensors in every call (read by the checks).
   const std::vector<detail::NamedView> tensors = {{&q, "q"},
                                                   {&cache.k, "cache.k"},

@@ -478,7 +478,8 @@ Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const
 }  // namespace detail
 
 Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, const TensorView& v,
-                                    const TensorView& out, const SdpaOptions& options) {
+                                    const TensorView& out, const SdpaOptions& call_options) {
+  const SdpaOptions options = detail::without_absent_logsumexp(call_options);
   detail::Run run = detail::Run::CPU;
   ATTENTION_RETURN_IF_ERROR(detail::check_sdpa_call(q, k, v, out, options, &run));
   return detail::run_checked_sdpa(run, q, k, v, out, options);

@@ -64,6 +64,14 @@ Status check_output_memory(const TensorView& out, const char* name,
 // rejected), never silently skipped.
 inline bool given(const TensorView& t) { return t.data != nullptr || t.rank != 0; }
 
+// SdpaOptions' logsumexp is absent without data, whatever its rank (attention.h: "leave data ==
+// nullptr to skip it"). The entry points pass on this copy, so every path may test given().
+inline SdpaOptions without_absent_logsumexp(const SdpaOptions& options) {
+  SdpaOptions call = options;
+  if (call.logsumexp.data == nullptr) call.logsumexp = TensorView();
+  return call;
+}
+
 // A call's GpuOptions, named `name` (checked for every backend, so a bad value never waits for a
 // GPU call).
 Status check_gpu_options(const GpuOptions& gpu, const char* name);

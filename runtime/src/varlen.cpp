@@ -163,7 +163,7 @@ Status scaled_dot_product_attention_varlen(const TensorView& q, const TensorView
     call.k = detail::slice(k4, 2, cu_k[b], Sk);
     call.v = detail::slice(v4, 2, cu_k[b], Sk);
     call.options = options;
-    if (lse_given) call.options.logsumexp = detail::slice(lse3, 2, cu_q[b], Sq);
+    call.options.logsumexp = lse_given ? detail::slice(lse3, 2, cu_q[b], Sq) : TensorView{};
     MaskOptions& mask = call.options.mask;
     if (detail::given(m.key_lengths)) mask.key_lengths = detail::slice(m.key_lengths, 0, b, 1);
     if (detail::given(m.query_lengths))
