@@ -348,12 +348,51 @@ TEST(PagedAttention, GqaDecodeRowBlock) {
   c.H = 4;
   c.Sq = 2;  // 2 heads x 2 rows
   expect_paged_matches_reference(c);
-  c.causal = attention::Causal::BottomRight;  // rows differ: per head
+  c.causal = attention::Causal::BottomRight;  // rows differ, and a sequence has too few keys for
+  // the split of PagedAttention.DraftRowsAsDecodeRowBlock: per head
   expect_paged_matches_reference(c);
   c.Sq = 1;
   c.H = 8;
   c.block_size = 16;
   c.cache_dtype = DType::BFloat16;
+  expect_paged_matches_reference(c);
+}
+
+// A few query rows at D = 128 (speculative decoding's draft tokens) run as the decode kernels' row
+// block where the sequences average 128 keys or more: 2 or 3 rows of a head without GQA (padded
+// to 4), 2 rows of a pair of query heads under bottom-right causal. The keys every valid row sees
+// as a decode call, the last rows - 1 copied and merged by logsumexp. Query lengths, causal and
+// not, a softcap, both layouts, a half cache, Dv != D, blocks shorter and longer than the tail, a
+// sequence of exactly rows - 1 keys.
+TEST(PagedAttention, DraftRowsAsDecodeRowBlock) {
+  PagedCase c;
+  c.D = 128;
+  c.Dv = 64;
+  c.block_size = 2;
+  for (int64_t rows : {2, 3}) {
+    c.H = c.Hkv = 3;
+    c.Sq = rows;
+    c.seq_lens = {300, rows - 1, 17, 200};
+    c.query_lengths = false;
+    c.causal = attention::Causal::BottomRight;
+    c.layout = PagedKvLayout::BlocksSlotsHeads;
+    c.cache_dtype = DType::Float32;
+    expect_paged_matches_reference(c);
+    c.query_lengths = true;
+    c.softcap = 3.0f;
+    c.layout = PagedKvLayout::BlocksHeadsSlots;
+    expect_paged_matches_reference(c);
+    c.causal = attention::Causal::None;
+    c.cache_dtype = DType::BFloat16;
+    expect_paged_matches_reference(c);
+    c.softcap = 0.0f;
+  }
+  c.H = 4;
+  c.Hkv = 2;
+  c.Sq = 2;
+  c.block_size = 16;
+  c.causal = attention::Causal::BottomRight;
+  c.query_lengths = true;
   expect_paged_matches_reference(c);
 }
 
@@ -409,7 +448,7 @@ TEST(PagedAttention, ChunkedPrefillPerSequenceLengths) {
   c.causal = attention::Causal::None;
   expect_paged_matches_reference(c);
   // GQA's rows above run through copies of the keys (run_paged_prefill_cpu); 4 rows of one head
-  // per kv head stay on the paged kernel.
+  // per kv head at D = 32 stay on the paged kernel.
   c.H = c.Hkv = 2;
   c.Sq = 4;
   c.causal = attention::Causal::BottomRight;

@@ -238,22 +238,24 @@ TEST(SdpaSequenceMajorCache, DecodeMatchesReference) {
 // GQA calls of a few query rows run as one head's rows of each kv head
 // (detail::run_grouped_query_rows): groups of 2 and 4 and MQA, Sq from 3 to 64 with 2 and 65 on
 // either side of the route, Sk = 8·Sq the least it takes with a causal mask (31 keys for 4 rows
-// stay); without GQA, 4 rows at D = 128 (a decode call's row block) and 3 (which stay).
-// Unmasked, and bottom-right causal (the prefix every row sees, then the last Sq - 1 keys, merged
-// by logsumexp) alone and with key lengths that end in either part (0, 1, the prefix's last key
-// or the tail's first, Sk) and a softcap. q and out dense or [B, Sq, H, D], Dv != D.
+// stay); at D = 128 a decode call's row block: without GQA 3 and 4 rows (padded to 4) and 2 (from
+// a sequence-major cache only), and 2 rows of a pair of heads over 256 keys. Unmasked, and
+// bottom-right causal (the prefix every row sees, then the last Sq - 1 keys, merged by logsumexp)
+// alone and with key lengths that end in either part (0, 1, the prefix's last key or the tail's
+// first, Sk) and a softcap. Every tensor dense or sequence-major ([B, S, H, D] in memory), Dv != D.
 TEST(SdpaGroupedQueryRows, MatchesReference) {
   const uint64_t seed = seed_for_current_test();
   std::mt19937_64 rng(seed);
   struct Shape {
     int64_t H, Hkv, Sq, Sk, D = 64;
   };
-  for (const Shape& s : {Shape{8, 2, 3, 96}, Shape{8, 2, 4, 32}, Shape{4, 1, 8, 70},
-                         Shape{6, 2, 64, 512}, Shape{8, 2, 4, 31}, Shape{4, 2, 65, 200},
-                         Shape{8, 2, 2, 50}, Shape{4, 4, 4, 40, 128}, Shape{4, 4, 3, 40, 128}}) {
+  for (const Shape& s :
+       {Shape{8, 2, 3, 96}, Shape{8, 2, 4, 32}, Shape{4, 1, 8, 70}, Shape{6, 2, 64, 512},
+        Shape{8, 2, 4, 31}, Shape{4, 2, 65, 200}, Shape{8, 2, 2, 50}, Shape{4, 4, 4, 40, 128},
+        Shape{4, 4, 3, 40, 128}, Shape{4, 4, 2, 40, 128}, Shape{8, 4, 2, 256, 128}}) {
     for (Layout layout : {Layout::kDense, Layout::kBSHD}) {
       const SdpaCase c = sdpa_case(3, s.H, s.Hkv, s.Sq, s.Sk, s.D, 48)
-                             .layouts(layout, Layout::kDense, Layout::kDense, layout)
+                             .layouts(layout, layout, layout, layout)
                              .with_logsumexp();
       SCOPED_TRACE(describe(c) + ", " + seed_note(seed));
       SdpaTensors tensors(c, rng());

@@ -29,15 +29,16 @@ constexpr int64_t kGroupedMaxQueries = 64;
 // 0.17-0.18, 64 x 256 0.96 -> 1.04).
 constexpr int64_t kCausalKeysPerQuery = 8;
 
+// Keys from which 2 rows of each of a pair of query heads gain as the decode kernels' row block
+// (see decode_rows below).
+constexpr int64_t kPairRowsMinKeys = 256;
+
 float* element(const TensorView& t, int64_t b, int64_t h, int64_t i) {
   return static_cast<float*>(t.data) + b * t.strides[0] + h * t.strides[1] + i * t.strides[2];
 }
 
-// Rows of two attentions of the same queries over disjoint keys (dense fp32 outputs [B, H, Sq,
-// Dv] and logsumexps [B, H, Sq]) merged into the attention over all their keys: each part weighed
-// by exp(its logsumexp - the merged one). A part without keys (-inf, zeros) adds nothing; NaN
-// propagates.
-// `out` and `lse` (lse skipped when its data is null) may have any strides.
+}  // namespace
+
 void merge_parts(const TensorView& out1, const TensorView& lse1, const TensorView& out2,
                  const TensorView& lse2, const TensorView& out, const TensorView& lse) {
   const int64_t B = out.shape[0], H = out.shape[1], Sq = out.shape[2], Dv = out.shape[3];
@@ -64,8 +65,6 @@ void merge_parts(const TensorView& out1, const TensorView& lse1, const TensorVie
       }
 }
 
-}  // namespace
-
 Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const TensorView& v,
                               const TensorView& out, const SdpaOptions& options, bool* ran) {
   *ran = false;
@@ -78,13 +77,28 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
   // window and ALiBi are measured from each row's own diagonal.
   const bool rows_alike = (m.causal == Causal::None || bottom_right) && m.window < 0 && !m.alibi &&
                           !given(m.query_lengths) && !given(m.bool_mask) && !given(m.additive_mask);
-  // Without GQA, 4 rows at D = 128 make the decode kernels' row block (kDecodeRowBlock): the
-  // rows then run as a decode call whose kv heads each have 4 query heads.
-  const bool decode_rows = group * Sq == attention_contract::kDecodeRowBlock &&
-                           D == attention_contract::kDecodeRowBlockDim;
-  if ((group < 2 && !decode_rows) || Sq <= attention_contract::kDecodeMaxQueries ||
-      Sq > kGroupedMaxQueries || !rows_alike || options.rope ||
-      (bottom_right && Sk < kCausalKeysPerQuery * Sq)) {
+  // At D = 128, 3 or 4 rows of a head without GQA, or 2 rows of each of a pair sharing a kv head,
+  // run as the decode kernels' row block (kDecodeRowBlock rows, padded with copies of the first
+  // row): a decode call whose kv heads each have 4 query heads. 2 rows of a head go so only from
+  // a sequence-major cache ([B, Sk, Hkv, D] in memory), which the decode kernel reads one row per
+  // position and the decode call reads through run_decode_as_paged (1x32x2x4096x128 causal: 12.2-
+  // 12.5 -> 5.0 ms); over a heads-major cache the decode kernel takes them as fast (3.25 against
+  // 4.03 ms). A pair's unmasked rows already run so (run_cpu_decode); causal or sequence-major ones
+  // gain from 256 keys (8x32(16)x2x128x128 0.78-0.80 -> 0.82-0.83 ms, x256 1.48-1.50 -> 1.27).
+  const int64_t block = attention_contract::kDecodeRowBlock;
+  const auto sequence_major = [Hkv](const TensorView& t) {
+    return Hkv >= 2 && t.strides[1] > 0 && t.strides[2] >= Hkv * t.strides[1];
+  };
+  const bool by_position = sequence_major(k) && sequence_major(v);
+  const bool pair_rows =
+      group == 2 && Sq == 2 && (bottom_right || by_position) && Sk >= kPairRowsMinKeys;
+  const bool decode_rows =
+      D == attention_contract::kDecodeRowBlockDim &&
+      ((group == 1 && (Sq == 3 || Sq == 4 || (Sq == 2 && by_position))) || pair_rows);
+  const int64_t R = decode_rows ? block / group : Sq;  // rows per head the prefix runs
+  if ((group < 2 && !decode_rows) ||
+      (Sq <= attention_contract::kDecodeMaxQueries && !decode_rows) || Sq > kGroupedMaxQueries ||
+      !rows_alike || options.rope || (bottom_right && Sk < kCausalKeysPerQuery * Sq)) {
     return Status::ok_status();
   }
   *ran = true;
@@ -99,21 +113,25 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
                           TensorView* view) {
     return allocate_fp32(TensorView::contiguous(nullptr, shape), storage, view);
   };
-  // As a decode call: the same memory as [B, H·Sq, 1, X], group·Sq query heads per kv head.
+  // As a decode call: the same memory as [B, H·R, 1, X], R query heads per kv head.
   const auto as_rows = [&](const TensorView& dense) {
     const std::vector<int64_t> rows =
-        decode_rows ? std::vector<int64_t>{B, H * Sq, 1} : std::vector<int64_t>{B, Hkv, group * Sq};
+        decode_rows ? std::vector<int64_t>{B, H * R, 1} : std::vector<int64_t>{B, Hkv, group * Sq};
     return dense.rank == 4
                ? TensorView::contiguous(dense.data, DType::Float32,
                                         {rows[0], rows[1], rows[2], dense.shape[3]})
                : TensorView::contiguous(dense.data, DType::Float32, {rows[0], rows[1], rows[2]});
   };
   ScratchFloats q_storage, prefix_out_storage, prefix_lse_storage;
-  TensorView q_rows, prefix_out, prefix_lse;
-  ATTENTION_RETURN_IF_ERROR(scratch({B, H, Sq, D}, q_storage, &q_rows));
-  ATTENTION_RETURN_IF_ERROR(scratch({B, H, Sq, Dv}, prefix_out_storage, &prefix_out));
-  ATTENTION_RETURN_IF_ERROR(scratch({B, H, Sq}, prefix_lse_storage, &prefix_lse));
-  copy(q32, q_rows);
+  TensorView q_rows, prefix_rows_out, prefix_rows_lse;
+  ATTENTION_RETURN_IF_ERROR(scratch({B, H, R, D}, q_storage, &q_rows));
+  ATTENTION_RETURN_IF_ERROR(scratch({B, H, R, Dv}, prefix_out_storage, &prefix_rows_out));
+  ATTENTION_RETURN_IF_ERROR(scratch({B, H, R}, prefix_lse_storage, &prefix_rows_lse));
+  copy(q32, slice(q_rows, 2, 0, Sq));
+  for (int64_t i = Sq; i < R; ++i) copy(slice(q32, 2, 0, 1), slice(q_rows, 2, i, 1));
+  // The call's rows of the prefix's results (the padding rows are dropped).
+  const TensorView prefix_out = slice(prefix_rows_out, 2, 0, Sq),
+                   prefix_lse = slice(prefix_rows_lse, 2, 0, Sq);
 
   // Bottom-right causal: row i sees keys j <= Sk - Sq + i. The prefix [0, Sk - Sq + 1) is every
   // row's, the tail's Sq - 1 keys each row's first i, which is bottom-right causal again for
@@ -137,9 +155,10 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
     part.logsumexp = lse;
     return part;
   };
-  ATTENTION_RETURN_IF_ERROR(run_checked_sdpa(
-      Run::CPU, as_rows(q_rows), slice(k, 2, 0, prefix_keys), slice(v, 2, 0, prefix_keys),
-      as_rows(prefix_out), part_options(prefix_lengths, Causal::None, as_rows(prefix_lse))));
+  ATTENTION_RETURN_IF_ERROR(
+      run_checked_sdpa(Run::CPU, as_rows(q_rows), slice(k, 2, 0, prefix_keys),
+                       slice(v, 2, 0, prefix_keys), as_rows(prefix_rows_out),
+                       part_options(prefix_lengths, Causal::None, as_rows(prefix_rows_lse))));
   if (tail_keys == 0) {
     copy(prefix_out, out32);
     if (given(options.logsumexp)) copy(prefix_lse, options.logsumexp);

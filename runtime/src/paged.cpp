@@ -305,6 +305,128 @@ void write_rows_past_valid(const TensorView& out, const TensorView& lse, int64_t
   }
 }
 
+// The least mean keys per sequence from which run_paged_rows_as_decode gains (see there).
+constexpr int64_t kDecodeRowsMinKeys = 128;
+
+// CPU paged calls of 2 or 3 rows per head without GQA, or 2 rows of each of a pair of query heads
+// sharing a kv head under bottom-right causal, at D = 128 (speculative decoding's draft tokens):
+// the decode kernels' row block, as in detail::run_grouped_query_rows. The keys every valid row
+// sees, [0, seq_lens[b] - rows_b + 1) under bottom-right causal (all of them without), run as a
+// paged decode call whose kv heads each have 4 query heads (the rows, padded with copies of the
+// first); the last rows_b - 1 keys, copied, run bottom-right causal per head; the two merge by
+// their logsumexps. 1x32x{2,3}x4096x128 causal, block 16: 8.4-8.6 / 12.8-13.1 -> 5.0-5.2 ms;
+// 1x32(16)x2x4096x128 3.5 -> 2.1-2.2. The paged kernel keeps 4 rows of a head (its own row block:
+// 1x32x4x4096x128 even, 1x8x4x256x128 0.073 against 0.082 ms), calls of fewer than
+// kDecodeRowsMinKeys keys per sequence on average (8x32x2x64x128: 1.13-1.17 against 1.29-1.30,
+// gains from 128: 2.17-2.20 -> 1.82-1.84), a window or ALiBi (measured from each row's own
+// diagonal), and a sequence with fewer keys than its rows but one (*ran = false).
+Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
+                                const TensorView& out, const SdpaOptions& options,
+                                const PagedShape& s, bool* ran) {
+  *ran = false;
+  const MaskOptions& m = options.mask;
+  const int64_t group = s.H / s.Hkv, block = attention_contract::kDecodeRowBlock;
+  const bool bottom_right = m.causal == Causal::BottomRight;
+  int64_t total_keys = 0;
+  for (int64_t b = 0; b < s.B; ++b) total_keys += int_at(cache.seq_lens, b);
+  if (s.D != attention_contract::kDecodeRowBlockDim || m.window >= 0 || m.alibi ||
+      !(group == 1 ? s.Sq == 2 || s.Sq == 3 : group == 2 && s.Sq == 2 && bottom_right) ||
+      total_keys < kDecodeRowsMinKeys * s.B) {
+    return Status::ok_status();
+  }
+  const bool query_lengths = detail::given(options.mask.query_lengths);
+  std::vector<int32_t> rows(static_cast<size_t>(s.B)), prefix(rows.size()), tail(rows.size());
+  for (int64_t b = 0; b < s.B; ++b) {
+    const int64_t keys = int_at(cache.seq_lens, b);
+    const int64_t valid = query_lengths ? int_at(options.mask.query_lengths, b) : s.Sq;
+    if (bottom_right && valid > 0 && keys < valid - 1) return Status::ok_status();
+    rows[b] = static_cast<int32_t>(valid);
+    prefix[b] = static_cast<int32_t>(valid == 0 ? 0 : bottom_right ? keys - valid + 1 : keys);
+    tail[b] = static_cast<int32_t>(valid == 0 ? 0 : keys - prefix[b]);
+  }
+  *ran = true;
+  detail::HostFp32Scratch halves;
+  TensorView q32, out32;
+  ATTENTION_RETURN_IF_ERROR(halves.widen(q, &q32));
+  ATTENTION_RETURN_IF_ERROR(halves.stage(out, &out32));
+  const auto scratch = [](std::initializer_list<int64_t> shape, detail::ScratchFloats& storage,
+                          TensorView* view) {
+    return detail::allocate_fp32(TensorView::contiguous(nullptr, shape), storage, view);
+  };
+  // Each head's rows, padded to R: the memory of a decode call [B, H·R, 1, X].
+  const int64_t R = block / group;
+  detail::ScratchFloats q_storage, out_storage, lse_storage;
+  TensorView q_rows, prefix_rows_out, prefix_rows_lse;
+  ATTENTION_RETURN_IF_ERROR(scratch({s.B, s.H, R, s.D}, q_storage, &q_rows));
+  ATTENTION_RETURN_IF_ERROR(scratch({s.B, s.H, R, s.Dv}, out_storage, &prefix_rows_out));
+  ATTENTION_RETURN_IF_ERROR(scratch({s.B, s.H, R}, lse_storage, &prefix_rows_lse));
+  detail::copy(q32, detail::slice(q_rows, 2, 0, s.Sq));
+  for (int64_t i = s.Sq; i < R; ++i)
+    detail::copy(detail::slice(q32, 2, 0, 1), detail::slice(q_rows, 2, i, 1));
+  const auto as_decode = [&](const TensorView& dense) {
+    auto* data = static_cast<float*>(dense.data);
+    return dense.rank == 4 ? TensorView::contiguous(data, {s.B, s.H * R, 1, dense.shape[3]})
+                           : TensorView::contiguous(data, {s.B, s.H * R, 1});
+  };
+  PagedKvCache prefix_cache = cache;
+  prefix_cache.seq_lens = TensorView::contiguous(prefix.data(), DType::Int32, {s.B});
+  SdpaOptions part = options;
+  part.backend = Backend::CPU;
+  part.mask.causal = Causal::None;
+  part.mask.query_lengths = TensorView();
+  part.logsumexp = as_decode(prefix_rows_lse);
+  ATTENTION_RETURN_IF_ERROR(
+      paged_attention(as_decode(q_rows), prefix_cache, as_decode(prefix_rows_out), part));
+  const TensorView prefix_out = detail::slice(prefix_rows_out, 2, 0, s.Sq),
+                   prefix_lse = detail::slice(prefix_rows_lse, 2, 0, s.Sq);
+  if (!bottom_right) {
+    detail::copy(prefix_out, out32);
+    if (detail::given(options.logsumexp)) detail::copy(prefix_lse, options.logsumexp);
+  } else {
+    // The tail's keys, key p of sequence b its position prefix[b] + p: each row i then sees
+    // p <= i - 1, bottom-right causal for Sq rows over Sq - 1 keys.
+    const int64_t T = s.Sq - 1, element = detail::dtype_size(cache.k.dtype);
+    const TensorView k_pool = blocks_slots_heads(cache.k, cache.layout),
+                     v_pool = blocks_slots_heads(cache.v, cache.layout);
+    std::vector<unsigned char> k_tail(static_cast<size_t>(s.B * s.Hkv * T * s.D * element)),
+        v_tail(static_cast<size_t>(s.B * s.Hkv * T * s.Dv * element));
+    const auto gather = [&](const TensorView& pool, int64_t features, unsigned char* to, int64_t b,
+                            int64_t h, int64_t p) {
+      const int64_t position = prefix[b] + p;
+      const int64_t id = int_at(cache.block_table, b, position / s.block_size);
+      const int64_t at =
+          id * pool.strides[0] + position % s.block_size * pool.strides[1] + h * pool.strides[2];
+      std::memcpy(to + ((b * s.Hkv + h) * T + p) * features * element,
+                  static_cast<const unsigned char*>(pool.data) + at * element,
+                  static_cast<size_t>(features * element));
+    };
+    for (int64_t b = 0; b < s.B; ++b)
+      for (int64_t h = 0; h < s.Hkv; ++h)
+        for (int64_t p = 0; p < tail[b]; ++p) {
+          gather(k_pool, s.D, k_tail.data(), b, h, p);
+          gather(v_pool, s.Dv, v_tail.data(), b, h, p);
+        }
+    detail::ScratchFloats tail_out_storage, tail_lse_storage;
+    TensorView tail_out, tail_lse;
+    ATTENTION_RETURN_IF_ERROR(scratch({s.B, s.H, s.Sq, s.Dv}, tail_out_storage, &tail_out));
+    ATTENTION_RETURN_IF_ERROR(scratch({s.B, s.H, s.Sq}, tail_lse_storage, &tail_lse));
+    part.mask.causal = Causal::BottomRight;
+    part.mask.key_lengths = TensorView::contiguous(tail.data(), DType::Int32, {s.B});
+    part.logsumexp = tail_lse;
+    ATTENTION_RETURN_IF_ERROR(detail::run_checked_sdpa(
+        detail::Run::CPU, q32,
+        TensorView::contiguous(k_tail.data(), cache.k.dtype, {s.B, s.Hkv, T, s.D}),
+        TensorView::contiguous(v_tail.data(), cache.v.dtype, {s.B, s.Hkv, T, s.Dv}), tail_out,
+        part));
+    detail::merge_parts(prefix_out, prefix_lse, tail_out, tail_lse, out32, options.logsumexp);
+  }
+  ATTENTION_RETURN_IF_ERROR(halves.finish(out32, out));
+  for (int64_t b = 0; b < s.B; ++b)
+    for (int64_t h = 0; h < s.H; ++h)
+      write_rows_past_valid(out, options.logsumexp, b, h, rows[b], s.Sq);
+  return Status::ok_status();
+}
+
 // CPU chunked prefill: a paged call of more rows than the decode kernels take
 // (Sq > kDecodeMaxQueries). The paged kernel's items are decode-shaped, a dot product per row and
 // key, so its time grows with the rows (1x32(8)xSqx4096x128, block 16: 4 rows 5.2 ms, 64 rows
@@ -687,6 +809,11 @@ Status paged_attention(const TensorView& q, const PagedKvCache& cache, const Ten
   // against 13.8, 16 rows 34.4 against 14.8; 1x32(16): 6 rows 5.2 against 5.8, 8 rows 6.2
   // against 5.8, 16 rows 10.1 against 6.1). The copies index with 32 bits too (a table may repeat
   // blocks past the pool's size).
+  if (run == detail::Run::CPU) {
+    bool ran = false;
+    ATTENTION_RETURN_IF_ERROR(run_paged_rows_as_decode(q, cache, out, options, s, &ran));
+    if (ran) return Status::ok_status();
+  }
   if (run == detail::Run::CPU && s.Sq > attention_contract::kDecodeMaxQueries &&
       s.H / s.Hkv * s.Sq > attention_contract::kDecodeRowBlock &&
       s.longest * s.Hkv * std::max(s.D, s.Dv) <= INT32_MAX) {

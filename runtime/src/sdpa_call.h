@@ -47,6 +47,13 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
 Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const TensorView& v,
                               const TensorView& out, const SdpaOptions& options, bool* ran);
 
+// Rows of two attentions of the same queries over disjoint keys (fp32 outputs [B, H, Sq, Dv] and
+// logsumexps [B, H, Sq], any strides) merged, in double, into the attention over all their keys
+// (`out`, and `lse` unless its data is null): each part weighed by exp(its logsumexp - the merged
+// one). A second part without keys (-inf, zeros) adds nothing; NaN propagates.
+void merge_parts(const TensorView& out1, const TensorView& lse1, const TensorView& out2,
+                 const TensorView& lse2, const TensorView& out, const TensorView& lse);
+
 // The checks an SDPA-family call shares once its inputs' shapes are known: out [B, H, Sq, Dv],
 // the scale, the GPU options, the masks against Sk keys, no output overlapping `inputs` (the
 // mask views are added) and logsumexp [B, H, Sq].
