@@ -175,7 +175,7 @@ struct PagedShape {
 // Mixed: a serving batch's sequences of different lengths (against the contiguous call with key
 // lengths only: the padded cache a user would otherwise keep). Rows 4 and 16: speculative
 // decoding's draft tokens (or a short prefill chunk) against the one-row call of the same cache
-// (and 4 rows without GQA).
+// (and 3 and 4 rows without GQA, 2 rows of a pair of query heads per kv head).
 const PagedShape kPagedShapes[] = {{1, 32, 32, 4096, 128},
                                    {8, 32, 8, 2048, 128},
                                    {1, 32, 8, 512, 128},
@@ -184,7 +184,9 @@ const PagedShape kPagedShapes[] = {{1, 32, 32, 4096, 128},
                                    {1, 32, 8, 4096, 128},
                                    {1, 32, 8, 4096, 128, false, 4},
                                    {1, 32, 8, 4096, 128, false, 16},
-                                   {1, 32, 32, 4096, 128, false, 4}};
+                                   {1, 32, 32, 4096, 128, false, 4},
+                                   {1, 32, 32, 4096, 128, false, 3},
+                                   {1, 32, 16, 4096, 128, false, 2}};
 const int64_t kBlockSizes[] = {16, 64};
 constexpr int64_t kSequenceMajor = -2;  // run_paged_bench's block size for paged/contiguous_bshd
 constexpr double kPagedRotationBytes = double(int64_t(256) << 20);

@@ -39,8 +39,10 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
 // whose mask treats every row alike (key lengths, a softcap) or is bottom-right causal with
 // Sk >= 8·Sq: runs the rows of each kv head's query heads as one head's rows, [B, Hkv, group·Sq,
 // D], so the prefill kernel reads each kv head once, not once per query head (1x32(8)x4x4096x128:
-// 5.7 -> 1.8 ms on Zen 4). Without GQA, 4 rows at D = 128 run so as a decode call whose kv heads
-// have 4 query heads each, the decode kernels' row block (1x32x4x4096x128: 6.6 -> 4.0 ms).
+// 5.7 -> 1.8 ms on Zen 4). At D = 128 the decode kernels' row block takes 3 or 4 rows of a head
+// without GQA (padded to 4), 2 from a sequence-major cache, and 2 rows of each of a pair of query
+// heads (causal or sequence-major, Sk >= 256), as a decode call whose kv heads have 4 query heads
+// each (1x32x3x4096x128 causal: 9.3 -> 4.0 ms; 1x32x4: 6.6 -> 4.0).
 // Bottom-right causal splits the keys: the prefix every row sees runs that way without the mask,
 // the last Sq - 1 keys per head with it, and the two merge by their logsumexps. Sets *ran;
 // otherwise *ran = false and nothing runs.
