@@ -8,7 +8,9 @@
 // All views point into one pool, so they overlap freely. A descriptor that looks valid but reaches
 // outside the pool is skipped: the library cannot know where a caller's allocation ends. Views
 // may be Float16 or BFloat16 (2-byte elements from the same pointer): the pool's pattern is made
-// of floats whose two 16-bit halves are moderate values in both half formats too.
+// of floats whose two 16-bit halves are moderate values in both half formats too. One input in 8
+// draws 128 features where others draw 8 to 11: the decode kernels' row block and the routes
+// built on it (several query rows, sequence-major caches) take D = 128 only.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -19,12 +21,16 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "kernel_contract.h"
 #include "reference/half_reference.h"
 #include "reference/sdpa_reference.h"
 
 namespace {
 
 constexpr int64_t kPool = int64_t{1} << 14;  // floats
+
+// This input's views draw a last extent of 128 where they would draw 8 to 11 (draw_view).
+bool wide_features = false;
 
 using attention::TensorView;
 
@@ -60,6 +66,8 @@ TensorView draw_view(Bytes& in, float* pool) {
   if (t.rank > attention::kMaxRank) t.rank = 5;  // past the arrays: must be rejected unread
   for (int d = 0; d < std::min(t.rank, attention::kMaxRank); ++d) {
     t.shape[d] = int64_t(in.take<uint8_t>() % 12) - ((mode & 8) ? 1 : 0);
+    if (wide_features && d == std::min(t.rank, attention::kMaxRank) - 1 && t.shape[d] >= 8)
+      t.shape[d] = attention_contract::kDecodeRowBlockDim;
   }
   int64_t stride = 1;
   for (int d = std::min(t.rank, attention::kMaxRank) - 1; d >= 0; --d) {
@@ -189,14 +197,14 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
 
 // How the calls ended, printed at exit so a run shows that both paths were exercised.
 struct Outcomes {
-  int64_t skipped = 0, rejected = 0, computed = 0, computed_half = 0;
+  int64_t skipped = 0, rejected = 0, computed = 0, computed_half = 0, computed_wide = 0;
   ~Outcomes() {
     std::fprintf(stderr,
                  "sdpa_api_fuzzer: %lld calls rejected cleanly, %lld computed and matched the "
-                 "reference (%lld with a Float16/BFloat16 tensor), %lld inputs skipped (views "
-                 "outside the pool)\n",
+                 "reference (%lld with a Float16/BFloat16 tensor, %lld with 128 features), %lld "
+                 "inputs skipped (views outside the pool)\n",
                  (long long)rejected, (long long)computed, (long long)computed_half,
-                 (long long)skipped);
+                 (long long)computed_wide, (long long)skipped);
   }
 } outcomes;
 
@@ -239,8 +247,9 @@ void fuzz_paged(Bytes& in, std::vector<float>& pool, const std::vector<float>& p
   }
   if (out.numel() == 0) return void(++outcomes.computed);
   auto original = [&](const TensorView& t) {
-    TensorView view = t;
-    view.data = const_cast<float*>(pattern.data()) + (static_cast<float*>(t.data) - pool.data());
+    TensorView view = t;  // an empty pool (no blocks) may have null data
+    if (t.data != nullptr)
+      view.data = const_cast<float*>(pattern.data()) + (static_cast<float*>(t.data) - pool.data());
     return dense(view);  // row-major values
   };
   const std::vector<float> qv = original(q), kv = original(cache.k), vv = original(cache.v);
@@ -269,6 +278,7 @@ void fuzz_paged(Bytes& in, std::vector<float>& pool, const std::vector<float>& p
   }
   expect_close(dense(out), want, out.dtype);
   ++outcomes.computed;
+  outcomes.computed_wide += q.shape[3] == attention_contract::kDecodeRowBlockDim;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -288,6 +298,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }();
   std::vector<float> pool = pattern;
   Bytes in(data, size);
+  wide_features = size > 0 && data[0] % 8 == 6;
+  if (wide_features) in.take<uint8_t>();
   if (size > 0 && data[0] % 8 == 7) {  // one input in 8 takes the paged API
     in.take<uint8_t>();
     fuzz_paged(in, pool, pattern);
@@ -355,5 +367,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (options.logsumexp.data != nullptr) expect_close(dense(options.logsumexp), want_lse);
   ++outcomes.computed;
   outcomes.computed_half += is_half(q) || is_half(k) || is_half(v) || is_half(out);
+  outcomes.computed_wide += q.shape[3] == attention_contract::kDecodeRowBlockDim;
   return 0;
 }
