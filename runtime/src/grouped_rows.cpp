@@ -65,6 +65,16 @@ void merge_parts(const TensorView& out1, const TensorView& lse1, const TensorVie
       }
 }
 
+Status padded_query_rows(const TensorView& q32, int64_t rows, ScratchFloats& storage,
+                         TensorView* padded) {
+  const int64_t Sq = q32.shape[2];
+  ATTENTION_RETURN_IF_ERROR(
+      allocate_fp32({q32.shape[0], q32.shape[1], rows, q32.shape[3]}, storage, padded));
+  copy(q32, slice(*padded, 2, 0, Sq));
+  for (int64_t i = Sq; i < rows; ++i) copy(slice(q32, 2, 0, 1), slice(*padded, 2, i, 1));
+  return Status::ok_status();
+}
+
 Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const TensorView& v,
                               const TensorView& out, const SdpaOptions& options, bool* ran) {
   *ran = false;
@@ -109,10 +119,6 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
 
   // The rows of query head kv·group + g are rows [g·Sq, (g + 1)·Sq) of kv head kv: a dense
   // [B, H, Sq, X] tensor is that [B, Hkv, group·Sq, X] one.
-  const auto scratch = [](std::initializer_list<int64_t> shape, ScratchFloats& storage,
-                          TensorView* view) {
-    return allocate_fp32(TensorView::contiguous(nullptr, shape), storage, view);
-  };
   // As a decode call: the same memory as [B, H·R, 1, X], R query heads per kv head.
   const auto as_rows = [&](const TensorView& dense) {
     const std::vector<int64_t> rows =
@@ -124,11 +130,9 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
   };
   ScratchFloats q_storage, prefix_out_storage, prefix_lse_storage;
   TensorView q_rows, prefix_rows_out, prefix_rows_lse;
-  ATTENTION_RETURN_IF_ERROR(scratch({B, H, R, D}, q_storage, &q_rows));
-  ATTENTION_RETURN_IF_ERROR(scratch({B, H, R, Dv}, prefix_out_storage, &prefix_rows_out));
-  ATTENTION_RETURN_IF_ERROR(scratch({B, H, R}, prefix_lse_storage, &prefix_rows_lse));
-  copy(q32, slice(q_rows, 2, 0, Sq));
-  for (int64_t i = Sq; i < R; ++i) copy(slice(q32, 2, 0, 1), slice(q_rows, 2, i, 1));
+  ATTENTION_RETURN_IF_ERROR(padded_query_rows(q32, R, q_storage, &q_rows));
+  ATTENTION_RETURN_IF_ERROR(allocate_fp32({B, H, R, Dv}, prefix_out_storage, &prefix_rows_out));
+  ATTENTION_RETURN_IF_ERROR(allocate_fp32({B, H, R}, prefix_lse_storage, &prefix_rows_lse));
   // The call's rows of the prefix's results (the padding rows are dropped).
   const TensorView prefix_out = slice(prefix_rows_out, 2, 0, Sq),
                    prefix_lse = slice(prefix_rows_lse, 2, 0, Sq);
@@ -166,8 +170,8 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
   }
   ScratchFloats tail_out_storage, tail_lse_storage;
   TensorView tail_out, tail_lse;
-  ATTENTION_RETURN_IF_ERROR(scratch({B, H, Sq, Dv}, tail_out_storage, &tail_out));
-  ATTENTION_RETURN_IF_ERROR(scratch({B, H, Sq}, tail_lse_storage, &tail_lse));
+  ATTENTION_RETURN_IF_ERROR(allocate_fp32({B, H, Sq, Dv}, tail_out_storage, &tail_out));
+  ATTENTION_RETURN_IF_ERROR(allocate_fp32({B, H, Sq}, tail_lse_storage, &tail_lse));
   ATTENTION_RETURN_IF_ERROR(run_checked_sdpa(
       Run::CPU, q32, slice(k, 2, prefix_keys, tail_keys), slice(v, 2, prefix_keys, tail_keys),
       tail_out, part_options(tail_lengths, Causal::BottomRight, tail_lse)));

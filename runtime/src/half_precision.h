@@ -25,6 +25,9 @@ using ScratchFloats = std::unique_ptr<float, HalideFree>;
 // A dense fp32 view of `t`'s shape over `storage` (allocated to fit from halide_malloc,
 // uninitialized: the caller writes every element), or OutOfMemory naming it.
 Status allocate_fp32(const TensorView& t, ScratchFloats& storage, TensorView* view);
+// The same for a dense fp32 tensor of `shape`.
+Status allocate_fp32(std::initializer_list<int64_t> shape, ScratchFloats& storage,
+                     TensorView* view);
 
 // Converts `from` into `to` (same shape, rank <= 4, any strides with a contiguous innermost dim),
 // between Float32 and a half type in either direction. Both must be validated CPU views.

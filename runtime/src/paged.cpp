@@ -349,20 +349,14 @@ Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
   TensorView q32, out32;
   ATTENTION_RETURN_IF_ERROR(halves.widen(q, &q32));
   ATTENTION_RETURN_IF_ERROR(halves.stage(out, &out32));
-  const auto scratch = [](std::initializer_list<int64_t> shape, detail::ScratchFloats& storage,
-                          TensorView* view) {
-    return detail::allocate_fp32(TensorView::contiguous(nullptr, shape), storage, view);
-  };
   // Each head's rows, padded to R: the memory of a decode call [B, H·R, 1, X].
   const int64_t R = block / group;
   detail::ScratchFloats q_storage, out_storage, lse_storage;
   TensorView q_rows, prefix_rows_out, prefix_rows_lse;
-  ATTENTION_RETURN_IF_ERROR(scratch({s.B, s.H, R, s.D}, q_storage, &q_rows));
-  ATTENTION_RETURN_IF_ERROR(scratch({s.B, s.H, R, s.Dv}, out_storage, &prefix_rows_out));
-  ATTENTION_RETURN_IF_ERROR(scratch({s.B, s.H, R}, lse_storage, &prefix_rows_lse));
-  detail::copy(q32, detail::slice(q_rows, 2, 0, s.Sq));
-  for (int64_t i = s.Sq; i < R; ++i)
-    detail::copy(detail::slice(q32, 2, 0, 1), detail::slice(q_rows, 2, i, 1));
+  ATTENTION_RETURN_IF_ERROR(detail::padded_query_rows(q32, R, q_storage, &q_rows));
+  ATTENTION_RETURN_IF_ERROR(
+      detail::allocate_fp32({s.B, s.H, R, s.Dv}, out_storage, &prefix_rows_out));
+  ATTENTION_RETURN_IF_ERROR(detail::allocate_fp32({s.B, s.H, R}, lse_storage, &prefix_rows_lse));
   const auto as_decode = [&](const TensorView& dense) {
     auto* data = static_cast<float*>(dense.data);
     return dense.rank == 4 ? TensorView::contiguous(data, {s.B, s.H * R, 1, dense.shape[3]})
@@ -408,8 +402,9 @@ Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
         }
     detail::ScratchFloats tail_out_storage, tail_lse_storage;
     TensorView tail_out, tail_lse;
-    ATTENTION_RETURN_IF_ERROR(scratch({s.B, s.H, s.Sq, s.Dv}, tail_out_storage, &tail_out));
-    ATTENTION_RETURN_IF_ERROR(scratch({s.B, s.H, s.Sq}, tail_lse_storage, &tail_lse));
+    ATTENTION_RETURN_IF_ERROR(
+        detail::allocate_fp32({s.B, s.H, s.Sq, s.Dv}, tail_out_storage, &tail_out));
+    ATTENTION_RETURN_IF_ERROR(detail::allocate_fp32({s.B, s.H, s.Sq}, tail_lse_storage, &tail_lse));
     part.mask.causal = Causal::BottomRight;
     part.mask.key_lengths = TensorView::contiguous(tail.data(), DType::Int32, {s.B});
     part.logsumexp = tail_lse;

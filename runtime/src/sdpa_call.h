@@ -8,6 +8,7 @@
 
 #include "attention/attention.h"
 #include "gpu.h"
+#include "half_precision.h"
 
 namespace attention::detail {
 
@@ -48,6 +49,11 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
 // otherwise *ran = false and nothing runs.
 Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const TensorView& v,
                               const TensorView& out, const SdpaOptions& options, bool* ran);
+
+// q32's rows (fp32 [B, H, Sq, D]) copied into dense scratch [B, H, rows, D], rows >= Sq, the rows
+// past Sq copies of its first: padding to the decode kernels' row block.
+Status padded_query_rows(const TensorView& q32, int64_t rows, ScratchFloats& storage,
+                         TensorView* padded);
 
 // Rows of two attentions of the same queries over disjoint keys (fp32 outputs [B, H, Sq, Dv] and
 // logsumexps [B, H, Sq], any strides) merged, in double, into the attention over all their keys
