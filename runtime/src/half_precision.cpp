@@ -72,11 +72,6 @@ TensorView dense_half_copy(const TensorView& t, std::vector<uint16_t>& storage) 
 
 // A dense fp32 view for `t` over `storage` (allocated to fit, uninitialized: the caller writes
 // every element), or OutOfMemory naming it.
-Status allocate_fp32(std::initializer_list<int64_t> shape, ScratchFloats& storage,
-                     TensorView* view) {
-  return allocate_fp32(TensorView::contiguous(nullptr, shape), storage, view);
-}
-
 Status allocate_fp32(const TensorView& t, ScratchFloats& storage, TensorView* view) {
   configure_halide_runtime();  // the caching allocator behind halide_malloc
   storage.reset(
@@ -88,6 +83,11 @@ Status allocate_fp32(const TensorView& t, ScratchFloats& storage, TensorView* vi
   }
   *view = dense_view(t, storage.get(), DType::Float32);
   return Status::ok_status();
+}
+
+Status allocate_fp32(std::initializer_list<int64_t> shape, ScratchFloats& storage,
+                     TensorView* view) {
+  return allocate_fp32(TensorView::contiguous(nullptr, shape), storage, view);
 }
 
 Status convert(const TensorView& from, const TensorView& to) {

@@ -249,29 +249,34 @@ Status run_paged_cpu(const TensorView& q, const PagedKvCache& cache, const Tenso
   return detail::run_cpu_decode(true, q, s.Hkv, out, options.logsumexp, options.mask, run);
 }
 
-// Kv heads [head, head + heads) of one sequence's keys and values copied out of the pools
-// (blocks_slots_heads views) into dense [heads, keys, X] tensors, kCopyPositions positions per
-// task of Halide's thread pool.
+// Kv heads [head, head + heads) of one sequence's keys and values (`keys` positions from
+// first_position) copied out of the pools (blocks_slots_heads views) into dense [heads, capacity,
+// X] tensors, kCopyPositions positions per task of Halide's thread pool.
 constexpr int64_t kCopyPositions = 64;
 struct SequenceCopy {
   const TensorView *k_pool, *v_pool, *block_table;
   int64_t b, keys, head, heads, block_size, element;
   size_t k_row, v_row;
   unsigned char *k_copy, *v_copy;
+  int64_t first_position = 0;  // copy j holds position first_position + j
+  int64_t capacity = -1;       // copies per head in k_copy / v_copy (-1: keys)
 };
 int copy_positions(void*, int task, uint8_t* closure) {
   const SequenceCopy& c = *reinterpret_cast<const SequenceCopy*>(closure);
   const int64_t first = task * kCopyPositions, last = std::min(first + kCopyPositions, c.keys);
+  const int64_t capacity = c.capacity < 0 ? c.keys : c.capacity;
   for (int64_t j = first; j < last; ++j) {
-    const int64_t block = int_at(*c.block_table, c.b, j / c.block_size), slot = j % c.block_size;
+    const int64_t position = c.first_position + j;
+    const int64_t block = int_at(*c.block_table, c.b, position / c.block_size),
+                  slot = position % c.block_size;
     for (int64_t h = 0; h < c.heads; ++h) {
       const auto from = [&](const TensorView& pool) {
         return static_cast<const unsigned char*>(pool.data) +
                (block * pool.strides[0] + slot * pool.strides[1] + (c.head + h) * pool.strides[2]) *
                    c.element;
       };
-      std::memcpy(c.k_copy + (h * c.keys + j) * c.k_row, from(*c.k_pool), c.k_row);
-      std::memcpy(c.v_copy + (h * c.keys + j) * c.v_row, from(*c.v_pool), c.v_row);
+      std::memcpy(c.k_copy + (h * capacity + j) * c.k_row, from(*c.k_pool), c.k_row);
+      std::memcpy(c.v_copy + (h * capacity + j) * c.v_row, from(*c.v_pool), c.v_row);
     }
   }
   return 0;
@@ -382,24 +387,27 @@ Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
     const int64_t T = s.Sq - 1, element = detail::dtype_size(cache.k.dtype);
     const TensorView k_pool = blocks_slots_heads(cache.k, cache.layout),
                      v_pool = blocks_slots_heads(cache.v, cache.layout);
-    std::vector<unsigned char> k_tail(static_cast<size_t>(s.B * s.Hkv * T * s.D * element)),
-        v_tail(static_cast<size_t>(s.B * s.Hkv * T * s.Dv * element));
-    const auto gather = [&](const TensorView& pool, int64_t features, unsigned char* to, int64_t b,
-                            int64_t h, int64_t p) {
-      const int64_t position = prefix[b] + p;
-      const int64_t id = int_at(cache.block_table, b, position / s.block_size);
-      const int64_t at =
-          id * pool.strides[0] + position % s.block_size * pool.strides[1] + h * pool.strides[2];
-      std::memcpy(to + ((b * s.Hkv + h) * T + p) * features * element,
-                  static_cast<const unsigned char*>(pool.data) + at * element,
-                  static_cast<size_t>(features * element));
-    };
-    for (int64_t b = 0; b < s.B; ++b)
-      for (int64_t h = 0; h < s.Hkv; ++h)
-        for (int64_t p = 0; p < tail[b]; ++p) {
-          gather(k_pool, s.D, k_tail.data(), b, h, p);
-          gather(v_pool, s.Dv, v_tail.data(), b, h, p);
-        }
+    const size_t k_row = static_cast<size_t>(s.D * element),
+                 v_row = static_cast<size_t>(s.Dv * element);
+    std::vector<unsigned char> k_tail(s.B * s.Hkv * T * k_row), v_tail(s.B * s.Hkv * T * v_row);
+    for (int64_t b = 0; b < s.B; ++b) {  // at most 2 positions: one copy_positions task
+      SequenceCopy copy{&k_pool,
+                        &v_pool,
+                        &cache.block_table,
+                        b,
+                        tail[b],
+                        0,
+                        s.Hkv,
+                        s.block_size,
+                        element,
+                        k_row,
+                        v_row,
+                        &k_tail[b * s.Hkv * T * k_row],
+                        &v_tail[b * s.Hkv * T * v_row],
+                        prefix[b],
+                        T};
+      copy_positions(nullptr, 0, reinterpret_cast<uint8_t*>(&copy));
+    }
     detail::ScratchFloats tail_out_storage, tail_lse_storage;
     TensorView tail_out, tail_lse;
     ATTENTION_RETURN_IF_ERROR(
