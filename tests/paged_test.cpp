@@ -724,6 +724,28 @@ TEST_F(PagedValidation, ShapesLayoutsAndOptions) {
                attention::StatusCode::Unsupported);
 }
 
+// A device code outside the enum on every tensor is refused before any route runs (found by the
+// fuzzer: the chunked prefill's copies are host tensors, and its inner calls refused the code only
+// after writing rows).
+TEST(PagedAttention, UnknownDeviceOnEveryTensorIsRejected) {
+  PagedCase c;
+  c.H = 2;
+  c.Hkv = 1;
+  c.Sq = 8;  // the chunked prefill
+  c.seq_lens = {5, 11};
+  PagedRun run(c, 4);
+  run.options().logsumexp = TensorView();  // a CPU tensor: it would be refused as a mismatch
+  TensorView q = run.q(), out = run.out();
+  attention::PagedKvCache cache = run.cache();
+  for (TensorView* t : {&q, &out, &cache.k, &cache.v})
+    t->device = static_cast<attention::Device>(2);
+  const attention::Status status = attention::paged_attention(q, cache, out, run.options());
+  ASSERT_FALSE(status.ok());
+  EXPECT_NE(status.message().find("q: device code 2 is not a Device"), std::string::npos)
+      << status.message();
+  EXPECT_TRUE(run.untouched()) << "an output was written";
+}
+
 // GPU calls (OpenCL here; CUDA where a GPU is): a workspace limit below one kv head's query heads
 // with every row is refused, naming the option and the least it needs; a CUDA stream on OpenCL too.
 TEST_F(PagedValidation, GpuWorkspaceAndStream) {

@@ -224,6 +224,9 @@ TEST_F(SdpaValidation, UnknownDtypeOrDevice) {
   reset_views();
   out.device = static_cast<attention::Device>(3);
   expect_rejected({"out:"}, {{"cpu", "device"}});
+  reset_views();  // one code on every tensor: they agree, but on no device the library knows
+  for (TensorView* t : {&q, &k, &v, &out}) t->device = static_cast<attention::Device>(3);
+  expect_rejected({"q:"}, {{"device code 3"}});
 }
 
 // The kernels index with 32 bits: a view spanning 2 GiB or more, or a size or stride beyond int32,

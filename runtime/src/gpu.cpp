@@ -160,6 +160,14 @@ Status resolve_backend(Backend backend, const std::vector<NamedView>& tensors, R
   const NamedView* first = nullptr;
   for (const NamedView& t : tensors) {
     if (!given(*t.view)) continue;
+    // A code outside the enum (an integer cast by the caller) is refused even when every tensor
+    // carries it: the routes' host copies are Device::CPU, and their inner calls would refuse it
+    // only after rows were written.
+    if (t.view->device != Device::CPU && t.view->device != Device::CUDA) {
+      return Status::invalid(std::string(t.name) + ": device code " +
+                             std::to_string(static_cast<int>(t.view->device)) +
+                             " is not a Device (expected Device::CPU or Device::CUDA)");
+    }
     if (first == nullptr) {
       first = &t;
     } else if (t.view->device != first->view->device) {

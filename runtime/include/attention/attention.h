@@ -22,8 +22,9 @@ namespace attention {
 enum class DType { Float32, Bool, Int32, Float16, BFloat16 };
 
 // Where a tensor's memory lives: host memory, or CUDA device memory (data is the CUdeviceptr,
-// cast to void*). Only scaled_dot_product_attention and multi_head_attention take CUDA tensors, and
-// every tensor of one call must live on the same device.
+// cast to void*). The functions with a backend option (SdpaOptions, MhaOptions, DeviceOptions) take
+// CUDA tensors, the others host tensors only. Every tensor of one call must live on the same
+// device; a code outside the enum is refused, naming the tensor.
 enum class Device { CPU, CUDA };
 
 // Which kernels run a call of scaled_dot_product_attention or multi_head_attention.
