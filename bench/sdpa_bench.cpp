@@ -81,6 +81,7 @@ const Case kCases[] = {
     // 1.15x of it when each kv head is read once).
     {{1, 32, 8, 1, 4096, 128}, true},
     {{1, 8, 8, 1, 4096, 128}, false},
+    {{1, 64, 8, 1, 4096, 128}, false},  // groups of 8 (a 70B-class model): two blocks of 4 rows
     {{1, 1, 1, 1, 65536, 128}, false},  // one head: only split-KV fills the cores
     // Masked: the unmasked twins above (and the window's at 4096) time what masking saves.
     {{1, 8, 8, 2048, 2048, 64, Mask::kCausal}, false},

@@ -175,17 +175,21 @@ struct PagedShape {
 // Mixed: a serving batch's sequences of different lengths (against the contiguous call with key
 // lengths only: the padded cache a user would otherwise keep). Rows 4 and 16: speculative
 // decoding's draft tokens (or a short prefill chunk) against the one-row call of the same cache
-// (and 3 and 4 rows without GQA, 2 rows of a pair of query heads per kv head).
+// (and 3, 4 and 8 rows without GQA, 2 rows of a pair or a group of 4 query heads per kv head).
+// Groups of 8 (1x64(8)): the decode kernels' two blocks of 4 rows.
 const PagedShape kPagedShapes[] = {{1, 32, 32, 4096, 128},
                                    {8, 32, 8, 2048, 128},
                                    {1, 32, 8, 512, 128},
                                    {8, 32, 32, 1024, 128, true},
                                    {8, 32, 8, 2048, 128, true},
                                    {1, 32, 8, 4096, 128},
+                                   {1, 64, 8, 4096, 128},
+                                   {1, 32, 8, 4096, 128, false, 2},
                                    {1, 32, 8, 4096, 128, false, 4},
                                    {1, 32, 8, 4096, 128, false, 16},
                                    {1, 32, 32, 4096, 128, false, 4},
                                    {1, 32, 32, 4096, 128, false, 3},
+                                   {1, 32, 32, 4096, 128, false, 8},
                                    {1, 32, 16, 4096, 128, false, 2}};
 const int64_t kBlockSizes[] = {16, 64};
 constexpr int64_t kSequenceMajor = -2;  // run_paged_bench's block size for paged/contiguous_bshd

@@ -340,14 +340,16 @@ TEST(MaskedSdpa, SoftcapLargeLogitsAndLayouts) {
   }
 }
 
-// GQA decode whose group's rows make the decode kernels' row block (kDecodeRowBlock rows at D =
-// kDecodeRowBlockDim) runs as one head's rows where the mask treats every row alike: groups of 4
-// at Sq = 1 and of 2 at Sq = 2, MQA, key counts off the block of keys, every layout, with no
-// mask, key lengths with softcap, and bottom-right causal (one row: as rows; two rows: per head).
+// GQA decode whose group's rows make the decode kernels' row blocks (4 or 8 rows per kv head at
+// D = kDecodeRowBlockDim) runs as one head's rows where the mask treats every row alike: groups of
+// 4 and 8 at Sq = 1, of 2 and 4 at Sq = 2, MQA, key counts off the block of keys, every layout,
+// with no mask, key lengths with softcap, and bottom-right causal (one row: as rows; two rows:
+// per head).
 TEST(MaskedSdpa, GqaDecodeRowBlockMatchesReference) {
   namespace contract = attention_contract;
-  static_assert(contract::kDecodeRowBlock == 4 && contract::kDecodeRowBlockDim == 128,
-                "the cases below make the row block");
+  static_assert(contract::kDecodeRowBlockRows[0] == 4 && contract::kDecodeRowBlockRows[1] == 8 &&
+                    contract::kDecodeRowBlockDim == 128,
+                "the cases below make the row blocks");
   const uint64_t seed = seed_for_current_test();
   MaskSpec lengths;
   lengths.key_lengths = true;
@@ -358,7 +360,10 @@ TEST(MaskedSdpa, GqaDecodeRowBlockMatchesReference) {
   for (Layout layout : kAllLayouts) {
     for (const SdpaCase& c : {sdpa_case(2, 8, 2, 1, 301, 128, 96).with_logsumexp(),
                               sdpa_case(1, 4, 2, 2, 130, 128, 128).with_logsumexp(),
-                              sdpa_case(1, 4, 1, 1, 77, 128, 128)}) {
+                              sdpa_case(1, 4, 1, 1, 77, 128, 128),
+                              sdpa_case(1, 16, 2, 1, 203, 128, 128).with_logsumexp(),
+                              sdpa_case(2, 8, 2, 2, 150, 128, 96).with_logsumexp(),
+                              sdpa_case(1, 8, 1, 1, 66, 128, 128)}) {
       SdpaCase laid_out = c;
       laid_out.layout(layout);
       expect_sdpa_matches_reference(laid_out, seed);

@@ -325,10 +325,10 @@ TEST(PagedAttention, SplitsForEveryThreadCount) {
   }
 }
 
-// GQA decode whose group makes the decode kernels' row block (4 rows at D = 128): the CPU runs each
-// kv head's query heads as its rows where the mask treats rows alike (none, softcap, bottom-right
-// causal of one row), per head otherwise; blocks smaller than the kernel's chunks of keys, Dv
-// without the P·V pairs (96), half caches.
+// GQA decode whose group makes the decode kernels' row blocks (4 or 8 rows at D = 128): the CPU
+// runs each kv head's query heads as its rows where the mask treats rows alike (none, softcap,
+// bottom-right causal of one row), per head otherwise; blocks smaller than the kernel's chunks of
+// keys, Dv without the P·V pairs (96), half caches.
 TEST(PagedAttention, GqaDecodeRowBlock) {
   PagedCase c;
   c.H = 8;
@@ -355,6 +355,17 @@ TEST(PagedAttention, GqaDecodeRowBlock) {
   c.H = 8;
   c.block_size = 16;
   c.cache_dtype = DType::BFloat16;
+  expect_paged_matches_reference(c);
+  c.cache_dtype = DType::Float32;
+  c.H = 16;  // groups of 8: two blocks of 4 rows
+  expect_paged_matches_reference(c);
+  c.layout = PagedKvLayout::BlocksSlotsHeads;
+  c.causal = attention::Causal::None;
+  c.H = 8;
+  c.Sq = 2;  // 4 heads x 2 rows
+  expect_paged_matches_reference(c);
+  c.Dv = 96;
+  c.cache_dtype = DType::Float16;
   expect_paged_matches_reference(c);
 }
 
@@ -393,6 +404,13 @@ TEST(PagedAttention, DraftRowsAsDecodeRowBlock) {
   c.block_size = 16;
   c.causal = attention::Causal::BottomRight;
   c.query_lengths = true;
+  expect_paged_matches_reference(c);
+  // 6 rows of a head: the chunked prefill's copies, each sequence of 128 keys or more then as the
+  // 8-row block (run_grouped_query_rows).
+  c.H = c.Hkv = 2;
+  c.Sq = 6;
+  c.seq_lens = {300, 5, 140};
+  c.query_lengths = false;
   expect_paged_matches_reference(c);
 }
 

@@ -238,8 +238,10 @@ TEST(SdpaSequenceMajorCache, DecodeMatchesReference) {
 // GQA calls of a few query rows run as one head's rows of each kv head
 // (detail::run_grouped_query_rows): groups of 2 and 4 and MQA, Sq from 3 to 64 with 2 and 65 on
 // either side of the route, Sk = 8·Sq the least it takes with a causal mask (31 keys for 4 rows
-// stay); at D = 128 a decode call's row block: without GQA 3 and 4 rows (padded to 4) and 2 (from
-// a sequence-major cache only), and 2 rows of a pair of heads over 256 keys. Unmasked, and
+// stay); at D = 128 a decode call's row blocks of 4 or 8 rows per kv head: without GQA 3 and 4
+// rows (padded to 4), 5 and 8 over 128 keys (padded to 8) and 2 (from a sequence-major cache
+// only), 3 rows of a pair of heads (padded to 4 each), 2 rows of a pair over 256 keys, and 2 rows
+// of a group of 4 over 256 keys (from a sequence-major cache only). Unmasked, and
 // bottom-right causal (the prefix every row sees, then the last Sq - 1 keys, merged by logsumexp)
 // alone and with key lengths that end in either part (0, 1, the prefix's last key or the tail's
 // first, Sk) and a softcap. Every tensor dense or sequence-major ([B, S, H, D] in memory), Dv != D.
@@ -252,7 +254,9 @@ TEST(SdpaGroupedQueryRows, MatchesReference) {
   for (const Shape& s :
        {Shape{8, 2, 3, 96}, Shape{8, 2, 4, 32}, Shape{4, 1, 8, 70}, Shape{6, 2, 64, 512},
         Shape{8, 2, 4, 31}, Shape{4, 2, 65, 200}, Shape{8, 2, 2, 50}, Shape{4, 4, 4, 40, 128},
-        Shape{4, 4, 3, 40, 128}, Shape{4, 4, 2, 40, 128}, Shape{8, 4, 2, 256, 128}}) {
+        Shape{4, 4, 3, 40, 128}, Shape{4, 4, 2, 40, 128}, Shape{8, 4, 2, 256, 128},
+        Shape{2, 2, 5, 128, 128}, Shape{2, 2, 8, 130, 128}, Shape{4, 2, 3, 60, 128},
+        Shape{8, 2, 2, 256, 128}}) {
     for (Layout layout : {Layout::kDense, Layout::kBSHD}) {
       const SdpaCase c = sdpa_case(3, s.H, s.Hkv, s.Sq, s.Sk, s.D, 48)
                              .layouts(layout, layout, layout, layout)

@@ -178,6 +178,12 @@ inline constexpr int64_t kDecodeMaxQueries = 2;
 // 1.08-1.11x, bench/RESULTS.md).
 inline constexpr int64_t kDecodeRowBlock = 4;
 inline constexpr int64_t kDecodeRowBlockDim = 128;
+// The rows per kv head the decode kernels take as row blocks: one block, or two in one item (a
+// group of 8 heads, or 4 heads' 2 rows), each key block of k read from memory once for both.
+inline constexpr int kDecodeRowBlockRows[] = {4, 8};
+constexpr bool decode_row_block_rows(int64_t rows) {
+  return rows == kDecodeRowBlockRows[0] || rows == kDecodeRowBlockRows[1];
+}
 
 // Split-KV for the CPU decode kernels: each (key split, kv head, batch) is one parallel work item
 // (it serves every query head that reads the kv head: GQA reads each kv head once). Keys are split

@@ -353,18 +353,53 @@ inline TransposedScores schedule_transposed_scores(SdpaFuncs& f, const CpuTiling
 
 // GQA decode Q·Kᵀ (an item's query heads share one kv head): a vector of keys at a time
 // (schedule_transposed_scores), each key's row of k read in order, so the first head streams k
-// from memory sequentially and the others find it in L1.
-inline void schedule_grouped_scores(SdpaFuncs& f, const CpuTiling& t) {
+// from memory sequentially and the others find it in L1. Only where `when` holds (default: GQA),
+// which takes D >= vector, a whole number of vectors.
+inline void schedule_grouped_scores(SdpaFuncs& f, const CpuTiling& t,
+                                    const Halide::Expr& when = Halide::Expr()) {
   const AttentionVars& x = f.vars;
   const Halide::Expr grouped =
-      f.heads_per_kv > 1 && f.head_dim >= t.vector && f.head_dim % t.vector == 0;
-  auto [parts, part, d_outer] = schedule_transposed_scores(f, t, grouped, t.vector, "group");
+      when.defined() ? when
+                     : f.heads_per_kv > 1 && f.head_dim >= t.vector && f.head_dim % t.vector == 0;
+  const std::string prefix = when.defined() ? "rows_group" : "group";
+  auto [parts, part, d_outer] = schedule_transposed_scores(f, t, grouped, t.vector, prefix);
   // One row's block: vector × vector partial sums, in registers.
   parts.compute_at(f.scores, x.i)
       .reorder_storage(part, x.j, x.i, x.h, x.b)
       .vectorize(part)
       .unroll(x.j);
   parts.update().reorder(part, d_outer, x.j).vectorize(part).unroll(x.j);
+}
+
+// GQA decode P·V: each head's accumulators for a block of value features stay in registers over a
+// chunk of keys (32: the chunk's rows of v stay in L1 for the group's other heads), then add into
+// the split's sums. Blocks of 8 vectors (the accumulators fill half the registers on AVX-512 and
+// NEON, all but a few on AVX2), or 4 where Dv is no multiple of 8. Only where `when` holds.
+inline void schedule_grouped_weighted_sum(
+    SdpaFuncs& f, const CpuTiling& t, const Halide::Expr& when = Halide::Internal::const_true()) {
+  using namespace Halide;
+  const AttentionVars& x = f.vars;
+  for (int vectors : {8, 4}) {
+    const int block = vectors * t.vector;
+    const Expr whole_blocks = when && f.value_dim % block == 0;
+    RVar chunk_r("group_chunk_r"), key_r("group_key_r");
+    Var chunk("group_key_chunk"), blk_c("group_blk_c"), lane_c("group_lane_c");
+    Func chunk_sum = f.weighted_sum.update()
+                         .specialize(whole_blocks)
+                         .split(f.r_pv, chunk_r, key_r, 32)
+                         .rfactor(chunk_r, chunk);
+    f.weighted_sum.update()
+        .specialize(whole_blocks)
+        .split(x.c, blk_c, lane_c, block)
+        .reorder(lane_c, blk_c, x.i, x.h, chunk_r)
+        .vectorize(lane_c, t.vector)
+        .unroll(lane_c);
+    chunk_sum.compute_at(f.weighted_sum, blk_c)
+        .bound_extent(x.c, block)
+        .vectorize(x.c, t.vector)
+        .unroll(x.c);
+    chunk_sum.update().reorder(x.c, key_r).vectorize(x.c, t.vector).unroll(x.c);
+  }
 }
 
 // A paged cache's CPU decode items (schedule_decode_stages).
@@ -406,77 +441,72 @@ inline void schedule_row_block(SdpaFuncs& f, const CpuTiling& t,
   const int dim = static_cast<int>(attention_contract::kDecodeRowBlockDim);
   if (dim % t.vector != 0) return;
   const int keys = t.vector >= 16 ? 4 : 2;
-  const Expr row_block = f.heads_per_kv == 1 && f.query_rows == rows && f.head_dim == dim;
-  auto [parts, part, d_outer] = schedule_transposed_scores(f, t, row_block, keys, "row");
-  parts.compute_at(f.scores, x.h)
-      .bound_extent(x.i, rows)
-      .reorder_storage(part, x.j, x.i, x.h, x.b)
-      .vectorize(part)
-      .unroll(x.i)
-      .unroll(x.j);
-  Stage block = parts.update();
-  block.reorder(part, d_outer, x.i, x.j).vectorize(part).unroll(d_outer).unroll(x.i).unroll(x.j);
-  if (paged.k_pool.defined()) {
-    block.prefetch(paged.k_pool, d_outer, x.j, paged.prefetch_keys,
-                   PrefetchBoundStrategy::NonFaulting);
+  // One specialization per row count (a constant each, so the blocks' extents are known). Two
+  // blocks of 4 rows only with 32 registers: with 16 (AVX2), 1x64(8)x1x4096x128 took 1.93-1.99 ms
+  // so against 1.68-1.79 through the GQA schedules by rows (schedule_grouped_scores and
+  // schedule_grouped_weighted_sum, where `rows_group` below), which AVX2 and NEON keep.
+  const bool rows_group = t.vector < 16;
+  for (const int item_rows : attention_contract::kDecodeRowBlockRows) {
+    const std::string name = "row" + std::to_string(item_rows);
+    const Expr row_block = f.heads_per_kv == 1 && f.query_rows == item_rows && f.head_dim == dim;
+    if (item_rows > rows && rows_group) {
+      schedule_grouped_scores(f, t, row_block);
+      continue;
+    }
+    auto [parts, part, d_outer] = schedule_transposed_scores(f, t, row_block, keys, name);
+    // Two blocks: each key block's 4 rows of k come from memory for the first, from L1 for the
+    // second (8 rows × 2 keys would need as many registers but twice the loads of q per k).
+    Var block_index(name + "_block"), in_block(name + "_in_block");
+    const VarOrRVar rows_loop = item_rows > rows ? VarOrRVar(block_index) : VarOrRVar(x.h);
+    if (item_rows > rows) {
+      f.scores.update().specialize(row_block).split(x.i, block_index, in_block, rows);
+    }
+    parts.compute_at(LoopLevel(f.scores, rows_loop))
+        .bound_extent(x.i, rows)
+        .reorder_storage(part, x.j, x.i, x.h, x.b)
+        .vectorize(part)
+        .unroll(x.i)
+        .unroll(x.j);
+    Stage block = parts.update();
+    block.reorder(part, d_outer, x.i, x.j).vectorize(part).unroll(d_outer).unroll(x.i).unroll(x.j);
+    if (paged.k_pool.defined()) {
+      block.prefetch(paged.k_pool, d_outer, x.j, paged.prefetch_keys,
+                     PrefetchBoundStrategy::NonFaulting);
+    }
   }
 
   const int pair = 2, chunk_keys = 8;
-  if (dim / t.vector * pair > 16) return;
-  // Not the whole-split P·V (SdpaInputs::whole_split_pv), which prefetches v a key ahead in its
-  // own loop (schedule_decode_stages): in these chunks Halide 21 bounds the prefetch as every block
-  // of the pool (paged GQA rows 8x32(8)x1x2048x128, block 16: 4.5-4.8 ms in chunks, 3.7 without).
-  if (f.whole_split_pv) return;
-  const Expr pairs = f.heads_per_kv == 1 && f.query_rows == rows && f.value_dim == dim;
-  RVar chunk_r("row_chunk_r"), key_r("row_key_r");
-  Var chunk("row_key_chunk"), pair_index("row_pair"), in_pair("row_in_pair");
-  Func chunk_sum = f.weighted_sum.update()
-                       .specialize(pairs)
-                       .split(f.r_pv, chunk_r, key_r, chunk_keys)
-                       .rfactor(chunk_r, chunk);
-  f.weighted_sum.update()
-      .specialize(pairs)
-      .split(x.i, pair_index, in_pair, pair)
-      .reorder(x.c, in_pair, pair_index, x.h, chunk_r)
-      .vectorize(x.c, t.vector);
-  chunk_sum.compute_at(f.weighted_sum, pair_index)
-      .bound_extent(x.c, dim)
-      .bound_extent(x.i, pair)
-      .reorder_storage(x.c, x.i)
-      .vectorize(x.c, t.vector)
-      .unroll(x.c)
-      .unroll(x.i);
-  chunk_sum.update().reorder(x.c, x.i, key_r).vectorize(x.c, t.vector).unroll(x.c).unroll(x.i);
-}
-
-// GQA decode P·V: each head's accumulators for a block of value features stay in registers over a
-// chunk of keys (32: the chunk's rows of v stay in L1 for the group's other heads), then add into
-// the split's sums. Blocks of 8 vectors (the accumulators fill half the registers on AVX-512 and
-// NEON, all but a few on AVX2), or 4 where Dv is no multiple of 8. Only where `when` holds.
-inline void schedule_grouped_weighted_sum(
-    SdpaFuncs& f, const CpuTiling& t, const Halide::Expr& when = Halide::Internal::const_true()) {
-  using namespace Halide;
-  const AttentionVars& x = f.vars;
-  for (int vectors : {8, 4}) {
-    const int block = vectors * t.vector;
-    const Expr whole_blocks = when && f.value_dim % block == 0;
-    RVar chunk_r("group_chunk_r"), key_r("group_key_r");
-    Var chunk("group_key_chunk"), blk_c("group_blk_c"), lane_c("group_lane_c");
+  for (const int item_rows : attention_contract::kDecodeRowBlockRows) {
+    const std::string name = "row" + std::to_string(item_rows);
+    if (item_rows > rows && rows_group) {
+      schedule_grouped_weighted_sum(f, t, f.heads_per_kv == 1 && f.query_rows == item_rows);
+      continue;
+    }
+    // Not the whole-split P·V (SdpaInputs::whole_split_pv), which prefetches v a key ahead in its
+    // own loop (schedule_decode_stages): in these chunks Halide 21 bounds the prefetch as every
+    // block of the pool (paged GQA rows 8x32(8)x1x2048x128, block 16: 4.5-4.8 ms in chunks, 3.7
+    // without).
+    if (dim / t.vector * pair > 16 || f.whole_split_pv) continue;
+    const Expr pairs = f.heads_per_kv == 1 && f.query_rows == item_rows && f.value_dim == dim;
+    RVar chunk_r(name + "_chunk_r"), key_r(name + "_key_r");
+    Var chunk(name + "_key_chunk"), pair_index(name + "_pair"), in_pair(name + "_in_pair");
     Func chunk_sum = f.weighted_sum.update()
-                         .specialize(whole_blocks)
-                         .split(f.r_pv, chunk_r, key_r, 32)
+                         .specialize(pairs)
+                         .split(f.r_pv, chunk_r, key_r, chunk_keys)
                          .rfactor(chunk_r, chunk);
     f.weighted_sum.update()
-        .specialize(whole_blocks)
-        .split(x.c, blk_c, lane_c, block)
-        .reorder(lane_c, blk_c, x.i, x.h, chunk_r)
-        .vectorize(lane_c, t.vector)
-        .unroll(lane_c);
-    chunk_sum.compute_at(f.weighted_sum, blk_c)
-        .bound_extent(x.c, block)
+        .specialize(pairs)
+        .split(x.i, pair_index, in_pair, pair)
+        .reorder(x.c, in_pair, pair_index, x.h, chunk_r)
+        .vectorize(x.c, t.vector);
+    chunk_sum.compute_at(f.weighted_sum, pair_index)
+        .bound_extent(x.c, dim)
+        .bound_extent(x.i, pair)
+        .reorder_storage(x.c, x.i)
         .vectorize(x.c, t.vector)
-        .unroll(x.c);
-    chunk_sum.update().reorder(x.c, key_r).vectorize(x.c, t.vector).unroll(x.c);
+        .unroll(x.c)
+        .unroll(x.i);
+    chunk_sum.update().reorder(x.c, x.i, key_r).vectorize(x.c, t.vector).unroll(x.c).unroll(x.i);
   }
 }
 

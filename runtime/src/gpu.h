@@ -67,7 +67,7 @@ Status run_cpu_decode(bool decode_tiling, const TensorView& q, int64_t Hkv, cons
                       const TensorView& lse, const MaskOptions& m, const RunCall& run) {
   namespace contract = attention_contract;
   GqaRows rows;
-  if (decode_tiling && Hkv > 0 && q.shape[1] / Hkv * q.shape[2] == contract::kDecodeRowBlock &&
+  if (decode_tiling && Hkv > 0 && contract::decode_row_block_rows(q.shape[1] / Hkv * q.shape[2]) &&
       q.shape[3] == contract::kDecodeRowBlockDim &&
       gqa_rows(q, out, lse, m, q.shape[1] / Hkv, &rows)) {
     return run(rows.q, rows.out, rows.lse, rows.mask);

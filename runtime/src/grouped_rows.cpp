@@ -33,6 +33,10 @@ constexpr int64_t kCausalKeysPerQuery = 8;
 // (see decode_rows below).
 constexpr int64_t kPairRowsMinKeys = 256;
 
+// Keys from which 5-8 rows of a head without GQA gain as the decode kernels' 8-row block (see
+// decode_rows below).
+constexpr int64_t kWideRowsMinKeys = 128;
+
 float* element(const TensorView& t, int64_t b, int64_t h, int64_t i) {
   return static_cast<float*>(t.data) + b * t.strides[0] + h * t.strides[1] + i * t.strides[2];
 }
@@ -87,24 +91,31 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
   // window and ALiBi are measured from each row's own diagonal.
   const bool rows_alike = (m.causal == Causal::None || bottom_right) && m.window < 0 && !m.alibi &&
                           !given(m.query_lengths) && !given(m.bool_mask) && !given(m.additive_mask);
-  // At D = 128, 3 or 4 rows of a head without GQA, or 2 rows of each of a pair sharing a kv head,
-  // run as the decode kernels' row block (kDecodeRowBlock rows, padded with copies of the first
-  // row): a decode call whose kv heads each have 4 query heads. 2 rows of a head go so only from
-  // a sequence-major cache ([B, Sk, Hkv, D] in memory), which the decode kernel reads one row per
-  // position and the decode call reads through run_decode_as_paged (1x32x2x4096x128 causal: 12.2-
-  // 12.5 -> 5.0 ms); over a heads-major cache the decode kernel takes them as fast (3.25 against
-  // 4.03 ms). A pair's unmasked rows already run so (run_cpu_decode); causal or sequence-major ones
-  // gain from 256 keys (8x32(16)x2x128x128 0.78-0.80 -> 0.82-0.83 ms, x256 1.48-1.50 -> 1.27).
-  const int64_t block = attention_contract::kDecodeRowBlock;
+  // At D = 128, a kv head's rows (group·Sq) run as the decode kernels' row blocks where they fill
+  // one of 4 or 8 rows (kDecodeRowBlockRows), padded with copies of each head's first row: a
+  // decode call whose kv heads each have 4 or 8 query heads. Which calls:
+  // - without GQA, 3-8 rows of a head (1x32x8x4096x128 causal: 9.7-9.9 -> ? ms). 2 rows go so only
+  //   from a sequence-major cache ([B, Sk, Hkv, D] in memory), which the decode kernel reads one
+  //   row per position and the decode call reads through run_decode_as_paged (1x32x2x4096x128
+  //   causal: 12.2-12.5 -> 5.0 ms); over a heads-major cache the decode kernel takes them as fast
+  //   (3.25 against 4.03 ms);
+  // - a pair sharing a kv head, 3-4 rows each (1x32(16)x4x4096x128 causal: 3.7-3.8 -> ? ms), or 2
+  //   rows each under bottom-right causal or from a sequence-major cache, from 256 keys
+  //   (8x32(16)x2x128x128 0.78-0.80 -> 0.82-0.83 ms, x256 1.48-1.50 -> 1.27); their unmasked
+  //   rows over a heads-major cache already run so (run_cpu_decode);
+  // - a group of 4 heads, 2 rows each, likewise (1x32(8)x2x4096x128 causal: ?).
   const auto sequence_major = [Hkv](const TensorView& t) {
     return Hkv >= 2 && t.strides[1] > 0 && t.strides[2] >= Hkv * t.strides[1];
   };
   const bool by_position = sequence_major(k) && sequence_major(v);
-  const bool pair_rows =
-      group == 2 && Sq == 2 && (bottom_right || by_position) && Sk >= kPairRowsMinKeys;
-  const bool decode_rows =
-      D == attention_contract::kDecodeRowBlockDim &&
-      ((group == 1 && (Sq == 3 || Sq == 4 || (Sq == 2 && by_position))) || pair_rows);
+  const int64_t rows_per_kv = group * Sq;
+  const int64_t block = attention_contract::kDecodeRowBlockRows[rows_per_kv <= 4 ? 0 : 1];
+  const bool few_rows =
+      group == 1
+          ? (Sq >= 3 && (Sq <= 4 || Sk >= kWideRowsMinKeys)) || (Sq == 2 && by_position)
+          : Sq >= 3 || ((by_position || (group == 2 && bottom_right)) && Sk >= kPairRowsMinKeys);
+  const bool decode_rows = D == attention_contract::kDecodeRowBlockDim && group >= 1 &&
+                           rows_per_kv <= block && block % group == 0 && Sq >= 2 && few_rows;
   const int64_t R = decode_rows ? block / group : Sq;  // rows per head the prefix runs
   if ((group < 2 && !decode_rows) ||
       (Sq <= attention_contract::kDecodeMaxQueries && !decode_rows) || Sq > kGroupedMaxQueries ||
