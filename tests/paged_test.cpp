@@ -370,11 +370,12 @@ TEST(PagedAttention, GqaDecodeRowBlock) {
 }
 
 // A few query rows at D = 128 (speculative decoding's draft tokens) run as the decode kernels' row
-// block where the sequences average 128 keys or more: 2 or 3 rows of a head without GQA (padded
-// to 4), 2 rows of a pair of query heads under bottom-right causal. The keys every valid row sees
-// as a decode call, the last rows - 1 copied and merged by logsumexp. Query lengths, causal and
-// not, a softcap, both layouts, a half cache, Dv != D, blocks shorter and longer than the tail, a
-// sequence of exactly rows - 1 keys.
+// blocks where the sequences average 128 keys or more: 2 or 3 rows of a head without GQA (padded
+// to 4), 2 rows of a pair or a group of 4 query heads under bottom-right causal. The keys every
+// valid row sees as a decode call, the last rows - 1 copied and merged by logsumexp. Query
+// lengths, causal and not, a softcap, both layouts, a half cache, Dv != D, blocks shorter and
+// longer than the tail, a sequence of exactly rows - 1 keys. 6 rows of a head take the chunked
+// prefill's copies, then the contiguous 8-row block.
 TEST(PagedAttention, DraftRowsAsDecodeRowBlock) {
   PagedCase c;
   c.D = 128;
@@ -404,6 +405,11 @@ TEST(PagedAttention, DraftRowsAsDecodeRowBlock) {
   c.block_size = 16;
   c.causal = attention::Causal::BottomRight;
   c.query_lengths = true;
+  expect_paged_matches_reference(c);
+  c.H = 8;  // a group of 4: 8 rows per kv head, two row blocks
+  expect_paged_matches_reference(c);
+  c.query_lengths = false;
+  c.layout = PagedKvLayout::BlocksSlotsHeads;
   expect_paged_matches_reference(c);
   // 6 rows of a head: the chunked prefill's copies, each sequence of 128 keys or more then as the
   // 8-row block (run_grouped_query_rows).

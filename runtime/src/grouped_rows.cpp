@@ -33,7 +33,7 @@ constexpr int64_t kCausalKeysPerQuery = 8;
 // (see decode_rows below).
 constexpr int64_t kPairRowsMinKeys = 256;
 
-// Keys from which 5-8 rows of a head without GQA gain as the decode kernels' 8-row block (see
+// Keys from which 5-8 rows of a head without GQA gain as the decode kernels' 8-row blocks (see
 // decode_rows below).
 constexpr int64_t kWideRowsMinKeys = 128;
 
@@ -93,17 +93,20 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
                           !given(m.query_lengths) && !given(m.bool_mask) && !given(m.additive_mask);
   // At D = 128, a kv head's rows (group·Sq) run as the decode kernels' row blocks where they fill
   // one of 4 or 8 rows (kDecodeRowBlockRows), padded with copies of each head's first row: a
-  // decode call whose kv heads each have 4 or 8 query heads. Which calls:
-  // - without GQA, 3-8 rows of a head (1x32x8x4096x128 causal: 9.7-9.9 -> ? ms). 2 rows go so only
-  //   from a sequence-major cache ([B, Sk, Hkv, D] in memory), which the decode kernel reads one
-  //   row per position and the decode call reads through run_decode_as_paged (1x32x2x4096x128
-  //   causal: 12.2-12.5 -> 5.0 ms); over a heads-major cache the decode kernel takes them as fast
-  //   (3.25 against 4.03 ms);
-  // - a pair sharing a kv head, 3-4 rows each (1x32(16)x4x4096x128 causal: 3.7-3.8 -> ? ms), or 2
-  //   rows each under bottom-right causal or from a sequence-major cache, from 256 keys
-  //   (8x32(16)x2x128x128 0.78-0.80 -> 0.82-0.83 ms, x256 1.48-1.50 -> 1.27); their unmasked
-  //   rows over a heads-major cache already run so (run_cpu_decode);
-  // - a group of 4 heads, 2 rows each, likewise (1x32(8)x2x4096x128 causal: ?).
+  // decode call whose kv heads each have 4 or 8 query heads. Which calls (1x32(Hkv)xSqx4096x128
+  // causal unless said, ms):
+  // - without GQA, 3-4 rows of a head, and 5-8 from kWideRowsMinKeys (Sq = 8: 9.6-10.0 -> 4.8-5.4;
+  //   at 64 keys they lost, 0.23 -> 0.26). 2 rows go so only from a sequence-major cache ([B, Sk,
+  //   Hkv, D] in memory), which the decode kernel reads one row per position and the decode call
+  //   reads through run_decode_as_paged (Sq = 2: 12.2-12.5 -> 5.0); over a heads-major cache the
+  //   decode kernel takes them as fast (3.25 against 4.03);
+  // - a pair sharing a kv head, 3-4 rows each (1x32(16)x4: 3.6-3.7 -> 2.9-3.0; 8x32(16)x4x64
+  //   1.25-1.31 -> 1.13-1.16), or 2 rows each under bottom-right causal or from a sequence-major
+  //   cache, from kPairRowsMinKeys (8x32(16)x2x128x128 0.78-0.80 -> 0.82-0.83, x256 1.48-1.50 ->
+  //   1.27); their unmasked rows over a heads-major cache already run so (run_cpu_decode);
+  // - a group of 4, 2 rows each, from a sequence-major cache and kPairRowsMinKeys (1x32(8)x2
+  //   2.3-2.4 -> 1.7); over a heads-major cache the decode kernel's per-head causal rows stay
+  //   (8x32(8)x2x256x128 0.96 against 1.24 as rows), its unmasked rows already run so.
   const auto sequence_major = [Hkv](const TensorView& t) {
     return Hkv >= 2 && t.strides[1] > 0 && t.strides[2] >= Hkv * t.strides[1];
   };

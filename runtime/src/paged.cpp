@@ -313,14 +313,15 @@ void write_rows_past_valid(const TensorView& out, const TensorView& lse, int64_t
 // The least mean keys per sequence from which run_paged_rows_as_decode gains (see there).
 constexpr int64_t kDecodeRowsMinKeys = 128;
 
-// CPU paged calls of 2 or 3 rows per head without GQA, or 2 rows of each of a pair of query heads
-// sharing a kv head under bottom-right causal, at D = 128 (speculative decoding's draft tokens):
-// the decode kernels' row block, as in detail::run_grouped_query_rows. The keys every valid row
-// sees, [0, seq_lens[b] - rows_b + 1) under bottom-right causal (all of them without), run as a
-// paged decode call whose kv heads each have 4 query heads (the rows, padded with copies of the
-// first); the last rows_b - 1 keys, copied, run bottom-right causal per head; the two merge by
-// their logsumexps. 1x32x{2,3}x4096x128 causal, block 16: 8.4-8.6 / 12.8-13.1 -> 5.0-5.2 ms;
-// 1x32(16)x2x4096x128 3.5 -> 2.1-2.2. The paged kernel keeps 4 rows of a head (its own row block:
+// CPU paged calls of 2 or 3 rows per head without GQA, or 2 rows of each of a pair or a group of
+// 4 query heads sharing a kv head under bottom-right causal, at D = 128 (speculative decoding's
+// draft tokens): the decode kernels' row blocks, as in detail::run_grouped_query_rows. The keys
+// every valid row sees, [0, seq_lens[b] - rows_b + 1) under bottom-right causal (all of them
+// without), run as a paged decode call whose kv heads each have 4 or 8 query heads (the rows,
+// padded with copies of the first); the last rows_b - 1 keys, copied, run bottom-right causal per
+// head; the two merge by their logsumexps. 1x32x{2,3}x4096x128 causal, block 16: 8.4-8.6 /
+// 12.8-13.1 -> 5.0-5.2 ms; 1x32(16)x2x4096x128 3.5 -> 2.1-2.2; 1x32(8)x2x4096x128 3.2-3.4 ->
+// 1.7. The paged kernel keeps 4 rows of a head (its own row block:
 // 1x32x4x4096x128 even, 1x8x4x256x128 0.073 against 0.082 ms), calls of fewer than
 // kDecodeRowsMinKeys keys per sequence on average (8x32x2x64x128: 1.13-1.17 against 1.29-1.30,
 // gains from 128: 2.17-2.20 -> 1.82-1.84), a window or ALiBi (measured from each row's own
@@ -330,13 +331,20 @@ Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
                                 const PagedShape& s, bool* ran) {
   *ran = false;
   const MaskOptions& m = options.mask;
-  const int64_t group = s.H / s.Hkv, block = attention_contract::kDecodeRowBlock;
+  const int64_t group = s.H / s.Hkv, rows_per_kv = group * s.Sq;
+  const int64_t block = attention_contract::kDecodeRowBlockRows[rows_per_kv <= 4 ? 0 : 1];
   const bool bottom_right = m.causal == Causal::BottomRight;
   int64_t total_keys = 0;
   for (int64_t b = 0; b < s.B; ++b) total_keys += int_at(cache.seq_lens, b);
-  if (s.D != attention_contract::kDecodeRowBlockDim || m.window >= 0 || m.alibi ||
-      !(group == 1 ? s.Sq == 2 || s.Sq == 3 : group == 2 && s.Sq == 2 && bottom_right) ||
-      total_keys < kDecodeRowsMinKeys * s.B) {
+  // 2-3 rows of a head without GQA (the paged kernel takes 4 as its own row block), 2 rows of a
+  // pair or a group of 4 under bottom-right causal (unmasked, the paged kernel takes them as its
+  // row blocks). 5-8 rows of a head and 3-4 of a pair keep the chunked prefill's copies, which
+  // then run as the contiguous row blocks (run_grouped_query_rows): as rows here they took 8.4-
+  // 8.6 against 8.7-8.8 ms over a slots-major pool (1x32x8x4096x128 causal, block 16) but 9.1-9.3
+  // against 8.0-8.5 over a heads-major one, and a pair's 3-4 rows gained 5% at most.
+  const bool few_rows = group == 1 ? s.Sq == 2 || s.Sq == 3 : s.Sq == 2 && bottom_right;
+  if (s.D != attention_contract::kDecodeRowBlockDim || m.window >= 0 || m.alibi || !few_rows ||
+      rows_per_kv > block || block % group != 0 || total_keys < kDecodeRowsMinKeys * s.B) {
     return Status::ok_status();
   }
   const bool query_lengths = detail::given(options.mask.query_lengths);
@@ -390,7 +398,7 @@ Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
     const size_t k_row = static_cast<size_t>(s.D * element),
                  v_row = static_cast<size_t>(s.Dv * element);
     std::vector<unsigned char> k_tail(s.B * s.Hkv * T * k_row), v_tail(s.B * s.Hkv * T * v_row);
-    for (int64_t b = 0; b < s.B; ++b) {  // at most 2 positions: one copy_positions task
+    for (int64_t b = 0; b < s.B; ++b) {  // at most 7 positions: one copy_positions task
       SequenceCopy copy{&k_pool,
                         &v_pool,
                         &cache.block_table,
