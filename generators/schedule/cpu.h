@@ -418,7 +418,10 @@ struct PagedItems {
 };
 
 // GQA decode as one head's rows (attention_contract::kDecodeRowBlock rows at D =
-// kDecodeRowBlockDim, one head per kv head): Q·Kᵀ in register blocks of a few keys × every row,
+// kDecodeRowBlockDim, one head per kv head; 8 rows as two such blocks, kDecodeRowBlockRows, each
+// key block's rows of k from memory for the first block and from L1 for the second: 1x64(8)x1x
+// 4096x128 on AVX-512 1.50-1.53 -> 1.30-1.34 ms, paged with blocks of 16 2.51-2.66 -> 1.72-1.83):
+// Q·Kᵀ in register blocks of a few keys × every row,
 // each key's row of k read front to back once for all rows (16 accumulators with 32 registers, 8
 // with 16), D unrolled (its constant extent leaves no tail guard in the loop, which kept the
 // accumulators on the stack), then the block's vectors reduced into scores
@@ -443,8 +446,8 @@ inline void schedule_row_block(SdpaFuncs& f, const CpuTiling& t,
   const int keys = t.vector >= 16 ? 4 : 2;
   // One specialization per row count (a constant each, so the blocks' extents are known). Two
   // blocks of 4 rows only with 32 registers: with 16 (AVX2), 1x64(8)x1x4096x128 took 1.93-1.99 ms
-  // so against 1.68-1.79 through the GQA schedules by rows (schedule_grouped_scores and
-  // schedule_grouped_weighted_sum, where `rows_group` below), which AVX2 and NEON keep.
+  // so against 1.68-1.79 through the GQA schedules, which AVX2 and NEON keep for 8 rows
+  // (schedule_grouped_scores and schedule_grouped_weighted_sum over rows, `rows_group` below).
   const bool rows_group = t.vector < 16;
   for (const int item_rows : attention_contract::kDecodeRowBlockRows) {
     const std::string name = "row" + std::to_string(item_rows);

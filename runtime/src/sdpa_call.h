@@ -40,10 +40,11 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
 // whose mask treats every row alike (key lengths, a softcap) or is bottom-right causal with
 // Sk >= 8·Sq: runs the rows of each kv head's query heads as one head's rows, [B, Hkv, group·Sq,
 // D], so the prefill kernel reads each kv head once, not once per query head (1x32(8)x4x4096x128:
-// 5.7 -> 1.8 ms on Zen 4). At D = 128 the decode kernels' row block takes 3 or 4 rows of a head
-// without GQA (padded to 4), 2 from a sequence-major cache, and 2 rows of each of a pair of query
-// heads (causal or sequence-major, Sk >= 256), as a decode call whose kv heads have 4 query heads
-// each (1x32x3x4096x128 causal: 9.3 -> 4.0 ms; 1x32x4: 6.6 -> 4.0).
+// 5.7 -> 1.8 ms on Zen 4). At D = 128 the decode kernels' row blocks take 3-8 rows of a head
+// without GQA (padded to 4 or 8; 5-8 from 128 keys), 2 from a sequence-major cache, 3-4 rows of
+// each of a pair of query heads, and 2 rows of each of a pair (causal or sequence-major) or a
+// group of 4 (sequence-major) from 256 keys, as a decode call whose kv heads have 4 or 8 query
+// heads each (1x32x3x4096x128 causal: 9.3 -> 4.0 ms; 1x32x4: 6.6 -> 4.0; 1x32x8: 9.7 -> 5.0).
 // Bottom-right causal splits the keys: the prefix every row sees runs that way without the mask,
 // the last Sq - 1 keys per head with it, and the two merge by their logsumexps. Sets *ran;
 // otherwise *ran = false and nothing runs.
@@ -51,7 +52,7 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
                               const TensorView& out, const SdpaOptions& options, bool* ran);
 
 // q32's rows (fp32 [B, H, Sq, D]) copied into dense scratch [B, H, rows, D], rows >= Sq, the rows
-// past Sq copies of its first: padding to the decode kernels' row block.
+// past Sq copies of its first: padding to the decode kernels' row blocks.
 Status padded_query_rows(const TensorView& q32, int64_t rows, ScratchFloats& storage,
                          TensorView* padded);
 

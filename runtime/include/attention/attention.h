@@ -258,11 +258,12 @@ struct SdpaOptions {
 // instead of once per query head. Bottom-right causal splits the keys: those every row sees run
 // so without the mask, the last Sq - 1 keys per head with it, and the two parts merge by their
 // logsumexps (1x32(8)x4x4096x128 causal on x86: about 3x faster). At D = 128, 3 or 4 query rows
-// without GQA, 2 from a sequence-major cache ([B, Sk, Hkv, D] in memory), and 2 rows of each of a
-// pair of query heads per kv head (causal or sequence-major, Sk >= 256) run so too, as the decode
-// kernels' block of 4 rows per kv head (3 rows padded to 4; 1x32x3x4096x128 causal: 2.3x
-// faster). q and out are copied into and out of the grouped layout (a few rows); the results
-// match the call on the heads' rows to rounding.
+// without GQA (5-8 over Sk >= 128 keys), 2 from a sequence-major cache ([B, Sk, Hkv, D] in
+// memory), 3 or 4 rows of each of a pair of query heads per kv head, and 2 rows of each of a pair
+// (causal or sequence-major) or a group of 4 (sequence-major) over Sk >= 256 keys run so too, as
+// the decode kernels' blocks of 4 or 8 rows per kv head (padded with copies of a head's first
+// row; 1x32x3x4096x128 causal: 2.3x faster, 1x32x8: 1.9x). q and out are copied into and out of the
+// grouped layout (a few rows); the results match the call on the heads' rows to rounding.
 //
 // Zero sizes: if B, H or Sq is 0 the outputs are empty and the call succeeds without doing
 // anything. If Sk is 0 every query row has no key to attend to: out is all zeros and logsumexp is
@@ -348,10 +349,11 @@ struct PagedKvCache {
 // a few kv heads at a time (about 8 MiB, at least one kv head per thread up to 32 MiB), and runs
 // scaled_dot_product_attention over them with Sk = seq_lens[b]; the paged kernel's decode-shaped
 // work items grow with the rows (1x32(8)x16x4096x128: 3x faster). At D = 128, 2 or 3 rows
-// without GQA and a causal pair of query heads' 2 rows per kv head, over 128 keys or more per
-// sequence on average and without a window or ALiBi, run the keys every valid row sees as a
-// decode call of 4 rows per kv head (the decode kernels' row block) and the last rows' few keys
-// apart, merged by logsumexp (1x32x3x4096x128 causal, block 16: 2.5x faster). Other CPU calls of a
+// without GQA and 2 causal rows of a pair or a group of 4 query heads per kv head, over 128 keys
+// or more per sequence on average and without a window or ALiBi, run the keys every valid row
+// sees as a decode call of 4 or 8 rows per kv head (the decode kernels' row blocks) and the last
+// rows' few keys apart, merged by logsumexp (1x32x3x4096x128 causal, block 16: 2.5x faster;
+// 1x32(8)x2: 1.9x). Other CPU calls of a
 // batch of very different lengths run as a few calls, each over sequences of similar length (their
 // rows copied in and out), so a short sequence does not cost as much as the longest.
 //
