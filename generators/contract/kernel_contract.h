@@ -184,6 +184,9 @@ inline constexpr int kDecodeRowBlockRows[] = {4, 8};
 constexpr bool decode_row_block_rows(int64_t rows) {
   return rows == kDecodeRowBlockRows[0] || rows == kDecodeRowBlockRows[1];
 }
+// Whether a variant of decode tiling `t` runs 8 rows as two row blocks (32 vector registers, 16
+// lanes: AVX-512); the others run them through the GQA blocks of keys, over rows.
+constexpr bool two_row_blocks(const CpuTiling& t) { return t.vector >= 16; }
 
 // Split-KV for the CPU decode kernels: each (key split, kv head, batch) is one parallel work item
 // (it serves every query head that reads the kv head: GQA reads each kv head once). Keys are split

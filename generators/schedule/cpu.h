@@ -448,7 +448,7 @@ inline void schedule_row_block(SdpaFuncs& f, const CpuTiling& t,
   // blocks of 4 rows only with 32 registers: with 16 (AVX2), 1x64(8)x1x4096x128 took 1.93-1.99 ms
   // so against 1.68-1.79 through the GQA schedules, which AVX2 and NEON keep for 8 rows
   // (schedule_grouped_scores and schedule_grouped_weighted_sum over rows, `rows_group` below).
-  const bool rows_group = t.vector < 16;
+  const bool rows_group = !attention_contract::two_row_blocks(t);
   for (const int item_rows : attention_contract::kDecodeRowBlockRows) {
     const std::string name = "row" + std::to_string(item_rows);
     const Expr row_block = f.heads_per_kv == 1 && f.query_rows == item_rows && f.head_dim == dim;

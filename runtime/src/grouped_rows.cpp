@@ -100,10 +100,12 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
   //   Hkv, D] in memory), which the decode kernel reads one row per position and the decode call
   //   reads through run_decode_as_paged (Sq = 2: 12.2-12.5 -> 5.0); over a heads-major cache the
   //   decode kernel takes them as fast (3.25 against 4.03);
-  // - a pair sharing a kv head, 3-4 rows each (1x32(16)x4: 3.6-3.7 -> 2.9-3.0; 8x32(16)x4x64
-  //   1.25-1.31 -> 1.13-1.16), or 2 rows each under bottom-right causal or from a sequence-major
-  //   cache, from kPairRowsMinKeys (8x32(16)x2x128x128 0.78-0.80 -> 0.82-0.83, x256 1.48-1.50 ->
-  //   1.27); their unmasked rows over a heads-major cache already run so (run_cpu_decode);
+  // - a pair sharing a kv head, 3-4 rows each, where the kernels run 8 rows as two row blocks
+  //   (AVX-512: 1x32(16)x4 3.6-3.7 -> 2.9-3.0, 8x32(16)x4x64 1.25-1.31 -> 1.13-1.16; through the
+  //   GQA blocks of keys, AVX2, they lost: 2.99-3.12 -> 3.45-3.47), or 2 rows each under
+  //   bottom-right causal or from a sequence-major cache, from kPairRowsMinKeys (8x32(16)x2x128
+  //   0.78-0.80 -> 0.82-0.83, x256 1.48-1.50 -> 1.27); their unmasked rows over a heads-major
+  //   cache already run so (run_cpu_decode);
   // - a group of 4, 2 rows each, from a sequence-major cache and kPairRowsMinKeys (1x32(8)x2
   //   2.3-2.4 -> 1.7); over a heads-major cache the decode kernel's per-head causal rows stay
   //   (8x32(8)x2x256x128 0.96 against 1.24 as rows), its unmasked rows already run so.
@@ -114,9 +116,9 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
   const int64_t rows_per_kv = group * Sq;
   const int64_t block = attention_contract::kDecodeRowBlockRows[rows_per_kv <= 4 ? 0 : 1];
   const bool few_rows =
-      group == 1
-          ? (Sq >= 3 && (Sq <= 4 || Sk >= kWideRowsMinKeys)) || (Sq == 2 && by_position)
-          : Sq >= 3 || ((by_position || (group == 2 && bottom_right)) && Sk >= kPairRowsMinKeys);
+      group == 1 ? (Sq >= 3 && (Sq <= 4 || Sk >= kWideRowsMinKeys)) || (Sq == 2 && by_position)
+      : Sq >= 3  ? attention_contract::two_row_blocks(cpu_kernel_info().decode)
+                 : (by_position || (group == 2 && bottom_right)) && Sk >= kPairRowsMinKeys;
   const bool decode_rows = D == attention_contract::kDecodeRowBlockDim && group >= 1 &&
                            rows_per_kv <= block && block % group == 0 && Sq >= 2 && few_rows;
   const int64_t R = decode_rows ? block / group : Sq;  // rows per head the prefix runs

@@ -259,11 +259,12 @@ struct SdpaOptions {
 // so without the mask, the last Sq - 1 keys per head with it, and the two parts merge by their
 // logsumexps (1x32(8)x4x4096x128 causal on x86: about 3x faster). At D = 128, 3 or 4 query rows
 // without GQA (5-8 over Sk >= 128 keys), 2 from a sequence-major cache ([B, Sk, Hkv, D] in
-// memory), 3 or 4 rows of each of a pair of query heads per kv head, and 2 rows of each of a pair
-// (causal or sequence-major) or a group of 4 (sequence-major) over Sk >= 256 keys run so too, as
-// the decode kernels' blocks of 4 or 8 rows per kv head (padded with copies of a head's first
-// row; 1x32x3x4096x128 causal: 2.3x faster, 1x32x8: 1.9x). q and out are copied into and out of the
-// grouped layout (a few rows); the results match the call on the heads' rows to rounding.
+// memory), 3 or 4 rows of each of a pair of query heads per kv head (on AVX-512, where the
+// kernels run 8 rows as two row blocks), and 2 rows of each of a pair (causal or sequence-major)
+// or a group of 4 (sequence-major) over Sk >= 256 keys run so too, as the decode kernels' blocks
+// of 4 or 8 rows per kv head (padded with copies of a head's first row; 1x32x3x4096x128 causal:
+// 2.3x faster, 1x32x8: 1.9x). q and out are copied into and out of the grouped layout (a few
+// rows); the results match the call on the heads' rows to rounding.
 //
 // Zero sizes: if B, H or Sq is 0 the outputs are empty and the call succeeds without doing
 // anything. If Sk is 0 every query row has no key to attend to: out is all zeros and logsumexp is
