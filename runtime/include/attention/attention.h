@@ -354,9 +354,9 @@ struct PagedKvCache {
 // or more per sequence on average and without a window or ALiBi, run the keys every valid row
 // sees as a decode call of 4 or 8 rows per kv head (the decode kernels' row blocks) and the last
 // rows' few keys apart, merged by logsumexp (1x32x3x4096x128 causal, block 16: 2.5x faster;
-// 1x32(8)x2: 1.9x). Other CPU calls of a
-// batch of very different lengths run as a few calls, each over sequences of similar length (their
-// rows copied in and out), so a short sequence does not cost as much as the longest.
+// 1x32(8)x2: 1.9x). Other CPU calls of a batch of very different lengths run as a few calls,
+// each over sequences of similar length (their rows copied in and out), so a short sequence does
+// not cost as much as the longest.
 //
 // Backends: the CPU, and CUDA / OpenCL (options.backend; Auto picks CUDA for Device::CUDA q, cache
 // pools and outputs). block_table and seq_lens are host tensors in every call (the checks read
