@@ -398,7 +398,7 @@ Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
     const size_t k_row = static_cast<size_t>(s.D * element),
                  v_row = static_cast<size_t>(s.Dv * element);
     std::vector<unsigned char> k_tail(s.B * s.Hkv * T * k_row), v_tail(s.B * s.Hkv * T * v_row);
-    for (int64_t b = 0; b < s.B; ++b) {  // at most 7 positions: one copy_positions task
+    for (int64_t b = 0; b < s.B; ++b) {  // at most 2 positions: one copy_positions task
       SequenceCopy copy{&k_pool,
                         &v_pool,
                         &cache.block_table,
