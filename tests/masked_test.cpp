@@ -10,6 +10,7 @@
 
 #include "attention/attention.h"
 #include "kernel_contract.h"
+#include "mask_args.h"
 #include "reference/sdpa_reference.h"
 #include "test_util.h"
 
@@ -369,6 +370,130 @@ TEST(MaskedSdpa, GqaDecodeRowBlockMatchesReference) {
       expect_sdpa_matches_reference(laid_out, seed);
       expect_masked_sdpa_matches_reference(laid_out, lengths, seed);
       expect_masked_sdpa_matches_reference(laid_out, causal, seed);
+    }
+  }
+}
+
+// Pieces of a mask that hide no key are dropped before a kernel runs (without_inert_pieces), each
+// exactly at its boundary: one key more and the piece stays.
+TEST(MaskedSdpa, InertPiecesAreDroppedAtTheirBoundaries) {
+  using attention::MaskOptions;
+  using attention::TensorView;
+  using attention::detail::without_inert_pieces;
+  const auto with = [](Causal causal, int64_t window = -1, int64_t forward = 0) {
+    MaskOptions m;
+    m.causal = causal;
+    m.window = window;
+    m.window_forward = forward;
+    return m;
+  };
+  // Causal: row 0's diagonal (+ window_forward) reaches the last key.
+  EXPECT_TRUE(without_inert_pieces(with(Causal::BottomRight), 2, 1, 37).empty());
+  EXPECT_EQ(without_inert_pieces(with(Causal::BottomRight), 2, 2, 29).causal, Causal::BottomRight);
+  EXPECT_TRUE(without_inert_pieces(with(Causal::BottomRight, -1, 1), 2, 2, 29).empty());
+  EXPECT_TRUE(without_inert_pieces(with(Causal::TopLeft, -1, 3), 1, 4, 4).empty());
+  EXPECT_EQ(without_inert_pieces(with(Causal::TopLeft, -1, 2), 1, 4, 4).causal, Causal::TopLeft);
+  // A window: the last row's diagonal minus the window reaches key 0; causal then goes as above.
+  EXPECT_TRUE(without_inert_pieces(with(Causal::BottomRight, 36), 2, 1, 37).empty());
+  const MaskOptions short_window = without_inert_pieces(with(Causal::BottomRight, 35), 2, 1, 37);
+  EXPECT_EQ(short_window.window, 35);
+  EXPECT_EQ(short_window.causal, Causal::BottomRight);
+  const MaskOptions top_left = without_inert_pieces(with(Causal::TopLeft, 4), 1, 5, 100);
+  EXPECT_EQ(top_left.window, -1);
+  EXPECT_EQ(top_left.causal, Causal::TopLeft);
+  EXPECT_EQ(without_inert_pieces(with(Causal::TopLeft, 3), 1, 5, 100).window, 3);
+  // ALiBi measures from the causal diagonal, and from the bottom-right one without causal.
+  MaskOptions alibi = with(Causal::TopLeft, -1, 36);
+  alibi.alibi = true;
+  EXPECT_EQ(without_inert_pieces(alibi, 1, 1, 37).causal, Causal::TopLeft);
+  EXPECT_EQ(without_inert_pieces(alibi, 1, 37, 37).causal, Causal::None);
+  alibi.causal = Causal::BottomRight;
+  const MaskOptions alibi_decode = without_inert_pieces(alibi, 1, 1, 37);
+  EXPECT_EQ(alibi_decode.causal, Causal::None);
+  EXPECT_TRUE(alibi_decode.alibi);
+  // Lengths that are all Sk / Sq, and only those; the other pieces stay.
+  std::vector<int32_t> keys = {37, 37}, rows = {3, 3}, short_keys = {37, 36};
+  MaskOptions lengths;
+  lengths.key_lengths = TensorView::contiguous(keys.data(), attention::DType::Int32, {2});
+  lengths.query_lengths = TensorView::contiguous(rows.data(), attention::DType::Int32, {2});
+  lengths.softcap = 2.0f;
+  const MaskOptions full = without_inert_pieces(lengths, 2, 3, 37);
+  EXPECT_EQ(full.key_lengths.data, nullptr);
+  EXPECT_EQ(full.query_lengths.data, nullptr);
+  EXPECT_EQ(full.softcap, 2.0f);
+  EXPECT_FALSE(full.empty());
+  lengths.key_lengths.data = short_keys.data();
+  EXPECT_EQ(without_inert_pieces(lengths, 2, 3, 37).key_lengths.data, short_keys.data());
+  EXPECT_EQ(without_inert_pieces(lengths, 2, 4, 37).query_lengths.data, rows.data());
+}
+
+// The same boundaries through the library against the reference: decode, a few rows with GQA at
+// D = 128 (the grouped rows' routes take a call whose window or lengths hide nothing), Sq = Sk,
+// each with windows and forward reaches one short of, at and past hiding nothing, and full
+// lengths.
+TEST(MaskedSdpa, InertPiecesMatchReference) {
+  const uint64_t seed = seed_for_current_test();
+  for (const SdpaCase& c :
+       {sdpa_case(2, 8, 2, 1, 37, 16, 16), sdpa_case(1, 4, 2, 2, 29, 8, 12),
+        sdpa_case(1, 8, 2, 4, 300, 128, 128), sdpa_case(1, 8, 4, 2, 300, 128, 128),
+        sdpa_case(2, 2, 2, 13, 13, 16, 16)}) {
+    std::vector<MaskSpec> specs;
+    for (const Causal causal : {Causal::TopLeft, Causal::BottomRight}) {
+      const int64_t last_diag = causal == Causal::TopLeft ? c.Sq - 1 : c.Sk - 1;
+      const int64_t reach = causal == Causal::TopLeft ? c.Sk - 1 : c.Sq - 1;
+      MaskSpec m;
+      m.causal = causal;
+      specs.push_back(m);
+      for (const int64_t window : {last_diag - 1, last_diag, last_diag + 5}) {
+        m.window = window;
+        if (window >= 0) specs.push_back(m);
+      }
+      m.window = -1;
+      for (const int64_t forward : {reach - 1, reach}) {
+        m.window_forward = forward;
+        if (forward >= 0) specs.push_back(m);
+      }
+      m.window_forward = reach;
+      m.alibi = true;
+      specs.push_back(m);
+    }
+    MaskSpec full;
+    full.key_lengths = full.query_lengths = full.full_lengths = true;
+    specs.push_back(full);
+    full.causal = Causal::BottomRight;
+    full.window = c.Sk - 1;
+    full.softcap = 3.0f;
+    specs.push_back(full);
+    for (const MaskSpec& m : specs)
+      expect_masked_sdpa_matches_reference(SdpaCase(c).with_logsumexp(), m, seed);
+  }
+}
+
+// A bottom-right window runs on the keys after those every row has left behind (key lengths,
+// mask tensors and ALiBi follow the cut), and GQA rows or a few rows at D = 128 as one head's rows
+// with the keys only some rows see split off (run_grouped_query_rows): windows of 0, a few, a
+// third of the keys and all but one, alone and with random key lengths (some ending before the
+// cut), mask tensors, ALiBi and a softcap, on decode, GQA rows (groups of 2 and 4, D = 64 and
+// 128), a few rows without GQA, and a prefill.
+TEST(MaskedSdpa, BottomRightWindowsRunOnTheKeysTheySee) {
+  const uint64_t seed = seed_for_current_test();
+  for (const SdpaCase& c :
+       {sdpa_case(2, 8, 2, 1, 301, 16, 16), sdpa_case(1, 8, 2, 4, 300, 128, 128),
+        sdpa_case(2, 4, 4, 3, 200, 128, 64), sdpa_case(1, 8, 4, 2, 900, 128, 128),
+        sdpa_case(2, 8, 2, 5, 400, 64, 64), sdpa_case(1, 4, 2, 70, 133, 32, 24)}) {
+    for (const int64_t window : {int64_t{0}, int64_t{3}, c.Sk / 3, c.Sk - 2}) {
+      MaskSpec m;
+      m.causal = Causal::BottomRight;
+      m.window = window;
+      expect_masked_sdpa_matches_reference(SdpaCase(c).with_logsumexp(), m, seed);
+      m.key_lengths = true;
+      expect_masked_sdpa_matches_reference(SdpaCase(c).with_logsumexp(), m, seed);
+      m.bool_mask = m.additive_mask = true;
+      expect_masked_sdpa_matches_reference(SdpaCase(c).with_logsumexp(), m, seed);
+      m.bool_mask = m.additive_mask = false;
+      m.alibi = true;
+      m.softcap = 5.0f;
+      expect_masked_sdpa_matches_reference(SdpaCase(c).with_logsumexp(), m, seed);
     }
   }
 }

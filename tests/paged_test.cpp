@@ -35,7 +35,7 @@ struct PagedCase {
   PagedKvLayout layout = PagedKvLayout::BlocksSlotsHeads;
   bool share_prefix = false;  // sequences 0 and 1 share their first block (same ids)
   attention::Causal causal = attention::Causal::BottomRight;
-  int64_t window = -1;
+  int64_t window = -1, window_forward = 0;
   bool query_lengths = false, alibi = false;
   float softcap = 0.0f;
   int64_t extra_columns = 1;  // table columns past the longest sequence's (filled with -1)
@@ -53,6 +53,7 @@ std::string describe(const PagedCase& c) {
   for (int64_t n : c.seq_lens) s += " " + std::to_string(n);
   if (c.causal == attention::Causal::BottomRight) s += " causal";
   if (c.window >= 0) s += " window " + std::to_string(c.window);
+  if (c.window_forward > 0) s += " forward " + std::to_string(c.window_forward);
   if (c.query_lengths) s += " query lengths";
   if (c.alibi) s += " alibi";
   if (c.softcap > 0) s += " softcap";
@@ -113,6 +114,7 @@ class PagedRun {
     lse_.assign(static_cast<size_t>(B_ * c.H * c.Sq + 1), kNaN);
     options_.mask.causal = c.causal;
     options_.mask.window = c.window;
+    options_.mask.window_forward = c.window_forward;
     options_.mask.alibi = c.alibi;
     options_.mask.softcap = c.softcap;
     if (c.query_lengths)
@@ -193,6 +195,7 @@ class PagedRun {
       attention::MaskOptions mask;
       mask.causal = c_.causal;
       mask.window = c_.window;
+      mask.window_forward = c_.window_forward;
       mask.alibi = c_.alibi;
       mask.softcap = c_.softcap;
       const TensorView qb = TensorView::strided(&q_[b * H * Sq * c_.D], {1, H, rows, c_.D},
@@ -398,6 +401,11 @@ TEST(PagedAttention, DraftRowsAsDecodeRowBlock) {
     c.cache_dtype = DType::BFloat16;
     expect_paged_matches_reference(c);
     c.softcap = 0.0f;
+    // A forward reach: the rows' prefix runs without causal, and without the reach.
+    c.causal = attention::Causal::BottomRight;
+    c.window_forward = 1;
+    expect_paged_matches_reference(c);
+    c.window_forward = 0;
   }
   c.H = 4;
   c.Hkv = 2;

@@ -606,8 +606,9 @@ std::string describe(const MaskSpec& m) {
   }
   if (m.window >= 0) add("window " + std::to_string(m.window));
   if (m.window_forward > 0) add("forward " + std::to_string(m.window_forward));
-  if (m.key_lengths) add("key lengths");
-  if (m.query_lengths) add("query lengths");
+  const std::string full = m.full_lengths ? "full " : "";
+  if (m.key_lengths) add(full + "key lengths");
+  if (m.query_lengths) add(full + "query lengths");
   const std::string broadcast =
       std::string(m.mask_batch_broadcast ? "1" : "B") + "x" + (m.mask_head_broadcast ? "1" : "H");
   if (m.bool_mask) add("bool mask " + broadcast);
@@ -628,12 +629,14 @@ MaskTensors::MaskTensors(const MaskSpec& spec, const SdpaCase& c, uint64_t seed)
   m.window = spec.window;
   m.window_forward = spec.window_forward;
   if (spec.key_lengths) {
-    for (int64_t b = 0; b < c.B; ++b) key_lengths.push_back(int32_t(uniform_int(0, c.Sk)));
+    for (int64_t b = 0; b < c.B; ++b)
+      key_lengths.push_back(int32_t(spec.full_lengths ? c.Sk : uniform_int(0, c.Sk)));
     m.key_lengths =
         attention::TensorView::contiguous(key_lengths.data(), attention::DType::Int32, {c.B});
   }
   if (spec.query_lengths) {
-    for (int64_t b = 0; b < c.B; ++b) query_lengths.push_back(int32_t(uniform_int(0, c.Sq)));
+    for (int64_t b = 0; b < c.B; ++b)
+      query_lengths.push_back(int32_t(spec.full_lengths ? c.Sq : uniform_int(0, c.Sq)));
     m.query_lengths =
         attention::TensorView::contiguous(query_lengths.data(), attention::DType::Int32, {c.B});
   }

@@ -223,6 +223,7 @@ struct MaskSpec {
   attention::Causal causal = attention::Causal::None;
   int64_t window = -1, window_forward = 0;
   bool key_lengths = false, query_lengths = false;  // random lengths in [0, S]
+  bool full_lengths = false;  // the lengths given are all Sk / Sq instead (they hide nothing)
   bool bool_mask = false;                           // random, ~25% hidden
   bool additive_mask = false;                       // random in [-2, 2], ~25% hidden_value
   bool mask_batch_broadcast = false, mask_head_broadcast = false;  // size-1 B / H dims

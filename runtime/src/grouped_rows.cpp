@@ -29,6 +29,12 @@ constexpr int64_t kGroupedMaxQueries = 64;
 // 0.17-0.18, 64 x 256 0.96 -> 1.04).
 constexpr int64_t kCausalKeysPerQuery = 8;
 
+// A bottom-right window besides causal: the head's keys (those only some rows see) run per head
+// too, so the window's keys must be more (1x32(8)xSq x window, ms, Sk >= window + Sq: 16 x 130
+// 0.34-0.48 -> 0.41-0.51, 16 x 200 0.44-0.54 -> 0.46-0.51, 16 x 260 0.63-0.67 -> 0.57, 8 x 130
+// 0.35 -> 0.24, 32 x 600 1.63-1.68 -> 1.36-1.40, 4 x 4096 [of 16384 keys] 8.6-8.9 -> 2.2-2.3).
+constexpr int64_t kWindowKeysPerQuery = 12;
+
 // Keys from which 2 rows of each of a pair of query heads gain as the decode kernels' row block
 // (see decode_rows below).
 constexpr int64_t kPairRowsMinKeys = 256;
@@ -87,10 +93,13 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
   const int64_t Hkv = k.shape[1], Sk = k.shape[2], Dv = v.shape[3];
   const int64_t group = Hkv > 0 ? H / Hkv : 0;
   const bool bottom_right = m.causal == Causal::BottomRight;
-  // Masks that treat every row of a head alike, bottom-right causal aside (split off below). A
-  // window and ALiBi are measured from each row's own diagonal.
-  const bool rows_alike = (m.causal == Causal::None || bottom_right) && m.window < 0 && !m.alibi &&
+  // Masks that treat every row of a head alike, bottom-right causal and its window aside (split
+  // off below). ALiBi is measured from each row's own diagonal.
+  const bool rows_alike = (m.causal == Causal::None || bottom_right) &&
+                          (m.window < 0 || m.window >= Sq - 1) && !m.alibi &&
                           !given(m.query_lengths) && !given(m.bool_mask) && !given(m.additive_mask);
+  // Keys before the window's reach from the last row (run_checked_sdpa has cut those no row sees).
+  const int64_t head_keys = m.window >= 0 ? std::max<int64_t>(Sk - m.window, 0) : 0;
   // At D = 128, a kv head's rows (group·Sq) run as the decode kernels' row blocks where they fill
   // one of 4 or 8 rows (kDecodeRowBlockRows), padded with copies of each head's first row: a
   // decode call whose kv heads each have 4 or 8 query heads. Which calls (1x32(Hkv)xSqx4096x128
@@ -124,7 +133,8 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
   const int64_t R = decode_rows ? block / group : Sq;  // rows per head the prefix runs
   if ((group < 2 && !decode_rows) ||
       (Sq <= attention_contract::kDecodeMaxQueries && !decode_rows) || Sq > kGroupedMaxQueries ||
-      !rows_alike || options.rope || (bottom_right && Sk < kCausalKeysPerQuery * Sq)) {
+      !rows_alike || options.rope || (bottom_right && Sk < kCausalKeysPerQuery * Sq) ||
+      (head_keys > 0 && Sk - head_keys < kWindowKeysPerQuery * Sq)) {
     return Status::ok_status();
   }
   *ran = true;
@@ -153,45 +163,66 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
   const TensorView prefix_out = slice(prefix_rows_out, 2, 0, Sq),
                    prefix_lse = slice(prefix_rows_lse, 2, 0, Sq);
 
-  // Bottom-right causal: row i sees keys j <= Sk - Sq + i. The prefix [0, Sk - Sq + 1) is every
-  // row's, the tail's Sq - 1 keys each row's first i, which is bottom-right causal again for
-  // Sq rows against Sq - 1 keys. Key lengths cut each part where they cut the whole.
-  const int64_t prefix_keys = bottom_right ? Sk - Sq + 1 : Sk;
-  const int64_t tail_keys = Sk - prefix_keys;
-  std::vector<int32_t> prefix_lengths, tail_lengths;
-  if (given(m.key_lengths) && tail_keys > 0) {
-    for (const int64_t length : lengths_or(m.key_lengths, B, Sk)) {
-      prefix_lengths.push_back(static_cast<int32_t>(std::min(length, prefix_keys)));
-      tail_lengths.push_back(static_cast<int32_t>(std::max<int64_t>(length - prefix_keys, 0)));
-    }
-  }
-  const auto part_options = [&](std::vector<int32_t>& lengths, Causal causal,
+  // Bottom-right causal: row i sees keys j <= Sk - Sq + i, with a window also j >= Sk - Sq + i -
+  // window. Every row sees the prefix [head_keys, Sk - Sq + 1); the tail's Sq - 1 keys are each
+  // row's first i, bottom-right causal again for Sq rows against Sq - 1 keys; the head's keys
+  // [0, head_keys) each row's from i + head_keys - Sq on, which is bottom-right with a window of 0
+  // and a forward reach past them. Key lengths cut each part where they cut the whole.
+  const int64_t prefix_end = bottom_right ? Sk - Sq + 1 : Sk;
+  const auto part_options = [&](int64_t begin, int64_t end, std::vector<int32_t>& lengths,
                                 const TensorView& lse) {
     SdpaOptions part = options;
     part.backend = Backend::CPU;
-    part.mask.causal = causal;
-    if (!lengths.empty())
+    if (given(m.key_lengths)) {
+      for (const int64_t length : lengths_or(m.key_lengths, B, Sk))
+        lengths.push_back(
+            static_cast<int32_t>(std::clamp(length - begin, int64_t{0}, end - begin)));
       part.mask.key_lengths = TensorView::contiguous(lengths.data(), DType::Int32, {B});
+    }
     part.logsumexp = lse;
     return part;
   };
-  ATTENTION_RETURN_IF_ERROR(
-      run_checked_sdpa(Run::CPU, as_rows(q_rows), slice(k, 2, 0, prefix_keys),
-                       slice(v, 2, 0, prefix_keys), as_rows(prefix_rows_out),
-                       part_options(prefix_lengths, Causal::None, as_rows(prefix_rows_lse))));
-  if (tail_keys == 0) {
+  std::vector<int32_t> prefix_lengths;
+  SdpaOptions prefix_options =
+      part_options(head_keys, prefix_end, prefix_lengths, as_rows(prefix_rows_lse));
+  prefix_options.mask.causal = Causal::None;  // the prefix is every row's
+  prefix_options.mask.window = -1;
+  prefix_options.mask.window_forward = 0;
+  ATTENTION_RETURN_IF_ERROR(run_checked_sdpa(
+      Run::CPU, as_rows(q_rows), slice(k, 2, head_keys, prefix_end - head_keys),
+      slice(v, 2, head_keys, prefix_end - head_keys), as_rows(prefix_rows_out), prefix_options));
+  if (prefix_end == Sk && head_keys == 0) {
     copy(prefix_out, out32);
     if (given(options.logsumexp)) copy(prefix_lse, options.logsumexp);
     return halves.finish(out32, out);
   }
-  ScratchFloats tail_out_storage, tail_lse_storage;
-  TensorView tail_out, tail_lse;
-  ATTENTION_RETURN_IF_ERROR(allocate_fp32({B, H, Sq, Dv}, tail_out_storage, &tail_out));
-  ATTENTION_RETURN_IF_ERROR(allocate_fp32({B, H, Sq}, tail_lse_storage, &tail_lse));
-  ATTENTION_RETURN_IF_ERROR(run_checked_sdpa(
-      Run::CPU, q32, slice(k, 2, prefix_keys, tail_keys), slice(v, 2, prefix_keys, tail_keys),
-      tail_out, part_options(tail_lengths, Causal::BottomRight, tail_lse)));
-  merge_parts(prefix_out, prefix_lse, tail_out, tail_lse, out32, options.logsumexp);
+  // Each per-head part merges into the running result (out32 and, when given, the call's
+  // logsumexp; else scratch).
+  ScratchFloats part_out_storage, part_lse_storage, lse_storage;
+  TensorView part_out, part_lse, lse = options.logsumexp;
+  ATTENTION_RETURN_IF_ERROR(allocate_fp32({B, H, Sq, Dv}, part_out_storage, &part_out));
+  ATTENTION_RETURN_IF_ERROR(allocate_fp32({B, H, Sq}, part_lse_storage, &part_lse));
+  if (!given(lse)) ATTENTION_RETURN_IF_ERROR(allocate_fp32({B, H, Sq}, lse_storage, &lse));
+  copy(prefix_out, out32);
+  copy(prefix_lse, lse);
+  const auto merge_part = [&](int64_t begin, int64_t end, const MaskOptions& mask) -> Status {
+    std::vector<int32_t> lengths;
+    SdpaOptions part = part_options(begin, end, lengths, part_lse);
+    part.mask.causal = Causal::BottomRight;
+    part.mask.window = mask.window;
+    part.mask.window_forward = mask.window_forward;
+    ATTENTION_RETURN_IF_ERROR(run_checked_sdpa(Run::CPU, q32, slice(k, 2, begin, end - begin),
+                                               slice(v, 2, begin, end - begin), part_out, part));
+    merge_parts(out32, lse, part_out, part_lse, out32, lse);
+    return Status::ok_status();
+  };
+  if (prefix_end < Sk) ATTENTION_RETURN_IF_ERROR(merge_part(prefix_end, Sk, m));
+  if (head_keys > 0) {
+    MaskOptions head;
+    head.window = 0;
+    head.window_forward = Sq;
+    ATTENTION_RETURN_IF_ERROR(merge_part(0, head_keys, head));
+  }
   return halves.finish(out32, out);
 }
 

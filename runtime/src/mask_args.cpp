@@ -138,6 +138,27 @@ Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_
   return Status::ok_status();
 }
 
+MaskOptions without_inert_pieces(const MaskOptions& m, int64_t B, int64_t Sq, int64_t Sk) {
+  MaskOptions e = m;
+  const int64_t first_diag = m.causal == Causal::TopLeft ? 0 : Sk - Sq;  // row 0's diagonal
+  if (m.window >= 0 && first_diag + Sq - 1 - m.window <= 0) e.window = -1;
+  // Without causal, ALiBi measures from the bottom-right diagonal.
+  const bool alibi_alike = !m.alibi || first_diag == Sk - Sq;
+  if (m.causal != Causal::None && e.window < 0 && first_diag + m.window_forward >= Sk - 1 &&
+      alibi_alike) {
+    e.causal = Causal::None;
+    e.window_forward = 0;
+  }
+  const auto all_equal = [B](const TensorView& lengths, int64_t full) {
+    if (lengths.data == nullptr) return false;
+    const std::vector<int32_t> values = lengths_or(lengths, B, full);
+    return std::all_of(values.begin(), values.end(), [full](int32_t n) { return n == full; });
+  };
+  if (all_equal(m.key_lengths, Sk)) e.key_lengths = TensorView();
+  if (all_equal(m.query_lengths, Sq)) e.query_lengths = TensorView();
+  return e;
+}
+
 void append_mask_views(const MaskOptions& m, std::vector<NamedView>& views) {
   views.insert(views.end(), {{&m.key_lengths, "mask.key_lengths"},
                              {&m.query_lengths, "mask.query_lengths"},

@@ -20,6 +20,15 @@ namespace attention::detail {
 Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_t Sk,
                   Device device = Device::CPU, bool half_additive = false);
 
+// A validated `m` without the pieces that hide no key of a call of Sq queries and Sk >= 1 keys:
+// a window that reaches key 0 from every row's diagonal; causal (with window_forward) where row
+// 0's diagonal already reaches the last key, unless ALiBi would then measure from another
+// diagonal; key lengths that are all Sk and query lengths that are all Sq. Every row sees the same
+// keys with the same scores, so the plainer kernel and the routes that take plain masks apply: a
+// decode call's BottomRight causal, a server's full key lengths, a sliding window longer than the
+// cache.
+MaskOptions without_inert_pieces(const MaskOptions& m, int64_t B, int64_t Sq, int64_t Sk);
+
 // Unsupported, "<field>: <reason>", when `m` holds a mask tensor (bool_mask or additive_mask): for
 // entry points whose layout gives those tensors no shape.
 Status refuse_mask_tensors(const MaskOptions& m, const char* reason);

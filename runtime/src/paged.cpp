@@ -380,6 +380,7 @@ Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
   SdpaOptions part = options;
   part.backend = Backend::CPU;
   part.mask.causal = Causal::None;
+  part.mask.window_forward = 0;  // every row sees the whole prefix, however far it reaches
   part.mask.query_lengths = TensorView();
   part.logsumexp = as_decode(prefix_rows_lse);
   ATTENTION_RETURN_IF_ERROR(
@@ -422,6 +423,7 @@ Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
         detail::allocate_fp32({s.B, s.H, s.Sq, s.Dv}, tail_out_storage, &tail_out));
     ATTENTION_RETURN_IF_ERROR(detail::allocate_fp32({s.B, s.H, s.Sq}, tail_lse_storage, &tail_lse));
     part.mask.causal = Causal::BottomRight;
+    part.mask.window_forward = options.mask.window_forward;
     part.mask.key_lengths = TensorView::contiguous(tail.data(), DType::Int32, {s.B});
     part.logsumexp = tail_lse;
     ATTENTION_RETURN_IF_ERROR(detail::run_checked_sdpa(

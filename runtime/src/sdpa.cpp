@@ -442,9 +442,34 @@ Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorVie
 }
 
 Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const TensorView& v,
-                        const TensorView& out, const SdpaOptions& options) {
+                        const TensorView& out, const SdpaOptions& call_options) {
   if (out.numel() == 0) return Status::ok_status();  // B, H or Sq is 0
+  SdpaOptions options = call_options;
+  if (k.shape[2] > 0)
+    options.mask = without_inert_pieces(options.mask, q.shape[0], q.shape[2], k.shape[2]);
   if (options.rope && k.shape[2] > 0) return run_rope(run, q, k, v, out, options);
+  const MaskOptions& m = options.mask;
+  const int64_t Sk = k.shape[2];
+  // A bottom-right sliding window leaves every row's first Sk - Sq - window keys behind: the call
+  // runs on the keys after them (the diagonals keep their distance to the last key), so the key
+  // splits cover only keys that count (1x32x1x16384x128, window 4095: 5.1-5.6 -> 3.0-3.7 ms on Zen
+  // 4) and a window the cut makes inert goes (without_inert_pieces). CPU calls: GPU device
+  // handles are not offset.
+  if (const int64_t behind = Sk - q.shape[2] - m.window;
+      run == Run::CPU && m.causal == Causal::BottomRight && m.window >= 0 && behind > 0) {
+    SdpaOptions kept = options;
+    MaskOptions& cut = kept.mask;
+    std::vector<int32_t> lengths;
+    if (m.key_lengths.data != nullptr) {
+      for (const int64_t length : lengths_or(m.key_lengths, q.shape[0], Sk))
+        lengths.push_back(static_cast<int32_t>(std::max<int64_t>(length - behind, 0)));
+      cut.key_lengths = TensorView::contiguous(lengths.data(), DType::Int32, {q.shape[0]});
+    }
+    for (TensorView* t : {&cut.bool_mask, &cut.additive_mask})
+      if (t->data != nullptr) *t = slice(*t, 3, behind, Sk - behind);
+    return run_checked_sdpa(run, q, slice(k, 2, behind, Sk - behind),
+                            slice(v, 2, behind, Sk - behind), out, kept);
+  }
   if (run == Run::CPU && k.shape[2] > 0) {
     bool ran = false;
     ATTENTION_RETURN_IF_ERROR(run_decode_as_paged(q, k, v, out, options, &ran));

@@ -19,7 +19,9 @@ namespace attention::detail {
 Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorView& v,
                        const TensorView& out, const SdpaOptions& options, Run* run);
 
-// Runs a call check_sdpa_call passed, on the backend it resolved (`run`).
+// Runs a call check_sdpa_call passed, on the backend it resolved (`run`), its mask first without
+// the pieces that hide no key (without_inert_pieces): such a call takes the plain kernels and
+// the routes below as if they were absent.
 Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView& out, const SdpaOptions& options);
 
@@ -46,7 +48,8 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
 // group of 4 (sequence-major) from 256 keys, as a decode call whose kv heads have 4 or 8 query
 // heads each (1x32x3x4096x128 causal: 9.3 -> 4.0 ms; 1x32x4: 6.6 -> 4.0; 1x32x8: 9.7 -> 5.0).
 // Bottom-right causal splits the keys: the prefix every row sees runs that way without the mask,
-// the last Sq - 1 keys per head with it, and the two merge by their logsumexps. Sets *ran;
+// the last Sq - 1 keys per head with it, and the parts merge by their logsumexps; with a window
+// (>= Sq - 1, over 12·Sq keys or more) the keys before the last row's reach run per head too. Sets *ran;
 // otherwise *ran = false and nothing runs.
 Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const TensorView& v,
                               const TensorView& out, const SdpaOptions& options, bool* ran);
