@@ -141,10 +141,10 @@ Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_
 MaskOptions without_inert_pieces(const MaskOptions& m, int64_t B, int64_t Sq, int64_t Sk) {
   MaskOptions e = m;
   const int64_t first_diag = m.causal == Causal::TopLeft ? 0 : Sk - Sq;  // row 0's diagonal
-  if (m.window >= 0 && first_diag + Sq - 1 - m.window <= 0) e.window = -1;
+  if (m.window >= 0 && m.window >= first_diag + Sq - 1) e.window = -1;
   // Without causal, ALiBi measures from the bottom-right diagonal.
   const bool alibi_alike = !m.alibi || first_diag == Sk - Sq;
-  if (m.causal != Causal::None && e.window < 0 && first_diag + m.window_forward >= Sk - 1 &&
+  if (m.causal != Causal::None && e.window < 0 && m.window_forward >= Sk - 1 - first_diag &&
       alibi_alike) {
     e.causal = Causal::None;
     e.window_forward = 0;
