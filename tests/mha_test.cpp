@@ -216,9 +216,18 @@ TEST(MultiHeadAttention, MasksMatchReference) {
   tensors.bool_mask = true;
   tensors.additive_mask = true;
   tensors.mask_head_broadcast = true;
+  // Pieces that hide no key (dropped before the kernel runs): bottom-right causal on one row with
+  // full key lengths and a window past the first key; one key short of that keeps the window.
+  MaskSpec inert;
+  inert.causal = attention::Causal::BottomRight;
+  inert.key_lengths = inert.full_lengths = true;
+  inert.window = 69;
+  MaskSpec short_window = inert;
+  short_window.window = 68;
   for (const MhaCase& c : {MhaCase{2, 40, 40, 96, 96, 4, 2, true, true, true},
                            MhaCase{2, 1, 70, 60, 36, 3, 3, false, true}}) {
-    for (const MaskSpec* spec : {&causal, &tensors}) expect_matches_reference(c, spec, seed);
+    for (const MaskSpec* spec : {&causal, &tensors, &inert, &short_window})
+      expect_matches_reference(c, spec, seed);
   }
 }
 

@@ -350,7 +350,8 @@ Status run_mha_half(const TensorView& x_q, const TensorView& x_kv, const MhaWeig
 
 Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
                             const MhaWeights& weights, const TensorView& out,
-                            const MhaOptions& options) {
+                            const MhaOptions& call_options) {
+  MhaOptions options = call_options;  // its mask without inert pieces once the shape is checked
   const MaskOptions& m = options.mask;
   detail::Run run = detail::Run::CPU;
   // Lengths and slopes are host tensors in every call (see check_mask).
@@ -379,6 +380,8 @@ Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
       check_mha_args(x_q, x_kv, weights, out, options, detail::device_of(tensors), &s, &p));
   if (run != detail::Run::CPU) ATTENTION_RETURN_IF_ERROR(detail::check_gpu_strides(tensors));
   if (s.B == 0 || s.Sq == 0) return Status::ok_status();
+  // Pieces that hide no key go: such calls run the plain kernels (a decode call's causal flag).
+  if (s.Sk > 0) options.mask = detail::without_inert_pieces(call_options.mask, s.B, s.Sq, s.Sk);
   for (const detail::NamedView& t : tensors) {
     if (detail::is_half(t.view->dtype)) return run_mha_half(x_q, x_kv, weights, out, options);
   }

@@ -49,8 +49,9 @@ MaskedLogit apply_mask(const attention::MaskOptions& m, const std::vector<double
                        int64_t kv_len) {
   using attention::Causal;
   const int64_t diag = m.causal == Causal::TopLeft ? i : i + kv_len - q_len;
-  if (m.causal != Causal::None && j > diag + m.window_forward) return {false, 0};
-  if (m.window >= 0 && j < diag - m.window) return {false, 0};
+  // Distances from the diagonal, so windows and reaches up to INT64_MAX cannot overflow.
+  if (m.causal != Causal::None && j - diag > m.window_forward) return {false, 0};
+  if (m.window >= 0 && diag - j > m.window) return {false, 0};
   if (j >= length_at(m.key_lengths, b, kv_len) || i >= length_at(m.query_lengths, b, q_len)) {
     return {false, 0};
   }
