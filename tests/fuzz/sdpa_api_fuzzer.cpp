@@ -1,8 +1,8 @@
 // libFuzzer target: arbitrary tensor descriptors (ranks, shapes, strides, null and overlapping data
-// pointers, dtype and device codes, logsumexp, scale) into scaled_dot_product_attention, and (an
-// eighth of the inputs) arbitrary paged caches and block tables into paged_attention. Every call
-// must either fail cleanly, leaving all memory as it was, or succeed with a result that matches the
-// naive reference and writes nothing outside its outputs. Built with ASan+UBSan, so an
+// pointers, dtype and device codes, logsumexp, scale, masks) into scaled_dot_product_attention, and
+// (an eighth of the inputs) arbitrary paged caches and block tables into paged_attention. Every
+// call must either fail cleanly, leaving all memory as it was, or succeed with a result that
+// matches the naive reference and writes nothing outside its outputs. Built with ASan+UBSan, so an
 // out-of-bounds access or undefined behaviour anywhere in the call aborts the run.
 //
 // All views point into one pool, so they overlap freely. A descriptor that looks valid but reaches
@@ -209,16 +209,66 @@ void expect_close(const std::vector<float>& got, const std::vector<double>& want
   }
 }
 
+// A drawn MaskOptions and the host lengths it points to. Causal codes outside the enum, windows
+// below -1 or up to INT64_MAX, lengths of every size: invalid pieces must be rejected, valid ones
+// (pieces that hide nothing, windows that cut keys, reaches past the last key) must match the
+// reference.
+struct DrawnMask {
+  attention::MaskOptions options;
+  std::vector<int32_t> key_lengths, query_lengths;
+};
+
+void draw_mask(Bytes& in, const TensorView& q, const TensorView& k, DrawnMask& mask) {
+  attention::MaskOptions& m = mask.options;
+  const uint8_t mode = in.take<uint8_t>();
+  const uint8_t causal = mode & 3;
+  m.causal = causal < 3 ? static_cast<attention::Causal>(causal)
+                        : static_cast<attention::Causal>(in.take<uint8_t>());
+  switch ((mode >> 2) & 3) {
+    case 0:
+      break;
+    case 1:
+      m.window = in.take<int8_t>();
+      break;
+    case 2:
+      m.window = in.take<uint8_t>() % 16;
+      break;
+    default:
+      m.window = in.take<int64_t>();
+  }
+  const uint8_t reach = in.take<uint8_t>();
+  if (reach & 1) m.window_forward = (reach & 2) ? in.take<int64_t>() : in.take<uint8_t>() % 16;
+  const int64_t B = q.rank == 4 ? std::clamp<int64_t>(q.shape[0], 0, 16) : 1;
+  const int64_t Sq = q.rank == 4 ? std::max<int64_t>(q.shape[2], 0) : 0;
+  const int64_t Sk = k.rank == 4 ? std::max<int64_t>(k.shape[2], 0) : 0;
+  // Lengths: absent, all full, drawn in [0, S + 1] (S + 1 must be rejected), or any int32.
+  const auto lengths = [&](uint8_t how, int64_t full, std::vector<int32_t>& values,
+                           TensorView& view) {
+    if (how == 0) return;
+    for (int64_t b = 0; b < B; ++b) {
+      values.push_back(how == 1   ? static_cast<int32_t>(full)
+                       : how == 2 ? static_cast<int32_t>(in.take<uint8_t>() % (full + 2))
+                                  : in.take<int32_t>());
+    }
+    view = TensorView::contiguous(values.data(), attention::DType::Int32, {B});
+  };
+  lengths((mode >> 4) & 3, Sk, mask.key_lengths, m.key_lengths);
+  lengths((mode >> 6) & 3, Sq, mask.query_lengths, m.query_lengths);
+  m.alibi = reach & 4;
+  if (reach & 8) m.softcap = 0.5f + float(in.take<uint8_t>()) / 8;
+}
+
 // How the calls ended, printed at exit so a run shows that both paths were exercised.
 struct Outcomes {
-  int64_t skipped = 0, rejected = 0, computed = 0, computed_half = 0, computed_wide = 0;
+  int64_t skipped = 0, rejected = 0, computed = 0, computed_half = 0, computed_wide = 0,
+          computed_masked = 0;
   ~Outcomes() {
     std::fprintf(stderr,
                  "sdpa_api_fuzzer: %lld calls rejected cleanly, %lld computed and matched the "
-                 "reference (%lld with a Float16/BFloat16 tensor, %lld with 128 features), %lld "
-                 "inputs skipped (views outside the pool)\n",
+                 "reference (%lld with a Float16/BFloat16 tensor, %lld with 128 features, %lld "
+                 "with a mask), %lld inputs skipped (views outside the pool)\n",
                  (long long)rejected, (long long)computed, (long long)computed_half,
-                 (long long)computed_wide, (long long)skipped);
+                 (long long)computed_wide, (long long)computed_masked, (long long)skipped);
   }
 } outcomes;
 
@@ -336,6 +386,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const float folded = std::isfinite(raw) ? std::fmod(raw, 4.0f) : raw;
     options.scale = std::abs(folded) < 1e-30f ? 0.0f : folded;
   }
+  DrawnMask mask;
+  if (flags & 8) {
+    draw_mask(in, q, k, mask);
+    options.mask = mask.options;
+  }
   for (const TensorView* t :
        {&q, &k, &v, &out, static_cast<const TensorView*>(&options.logsumexp)}) {
     if (!inside_pool(*t, pool.data())) return ++outcomes.skipped, 0;
@@ -366,27 +421,31 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<float> q32, k32, v32;
   std::vector<double> want_out, want_lse;
   const double scale = options.scale ? double(*options.scale) : 1.0 / std::sqrt(double(q.shape[3]));
-  reference_sdpa(original(q, q32), original(k, k32), original(v, v32), scale, &want_out, &want_lse);
+  reference_sdpa(original(q, q32), original(k, k32), original(v, v32), scale, &want_out, &want_lse,
+                 &options.mask);
   std::vector<double> magnitude;
   reference_sdpa(original(q, q32), original(k, k32), absolute(original(v, v32), v32), scale,
-                 &magnitude, nullptr);
+                 &magnitude, nullptr, &options.mask);
   // The native bf16 prefill rounds its softmax weights to bfloat16 for P·V (FlashAttention's P):
-  // its naive loops do too (reference_sdpa's weights_storage).
+  // its naive loops do too (reference_sdpa's weights_storage). A masked call may take it where its
+  // pieces hide nothing (on all or some of the keys), so one is measured against both.
   const attention::DType bf16 = attention::DType::BFloat16;
   const bool native =
       q.dtype == bf16 && k.dtype == bf16 && v.dtype == bf16 && out.dtype == bf16 &&
       q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1 &&
-      attention::sdpa_kernel_name(q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3], false,
-                                  bf16, bf16) == "sdpa_bf16_prefill";
+      (!options.mask.empty() ||
+       attention::sdpa_kernel_name(q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3],
+                                   false, bf16, bf16) == "sdpa_bf16_prefill");
   std::vector<double> naive_out;
   if (native) {
     reference_sdpa(original(q, q32), original(k, k32), original(v, v32), scale, &naive_out, nullptr,
-                   nullptr, bf16);
+                   &options.mask, bf16);
   }
   expect_close(dense(out), want_out, out.dtype, native ? &naive_out : nullptr, &magnitude);
   if (options.logsumexp.data != nullptr) expect_close(dense(options.logsumexp), want_lse);
   ++outcomes.computed;
   outcomes.computed_half += is_half(q) || is_half(k) || is_half(v) || is_half(out);
   outcomes.computed_wide += q.shape[3] == attention_contract::kDecodeRowBlockDim;
+  outcomes.computed_masked += !options.mask.empty();
   return 0;
 }
