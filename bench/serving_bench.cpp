@@ -15,7 +15,9 @@
 //     rope/separate_pass: rotating q and k, then SDPA, against rope/sdpa_alone: the same SDPA on
 //     already rotated q and k (what RoPE adds to a prefill call when it is a separate pass), and
 //     rope/fused: the call with SdpaOptions::rope (the rotation inside the prefill kernel), its
-//     output checked against the separate pass's.
+//     output checked against the separate pass's;
+//   - window/masked: a bottom-right sliding window over a longer cache, against
+//     window/keys_it_sees: the same rows over the window's keys alone (see run_window).
 // Every output is checked once against the other's before timing.
 #include <attention/attention.h>
 #include <benchmark/benchmark.h>
@@ -465,6 +467,70 @@ void run_rope(benchmark::State& state, RopeShape s, RopeRun what) {
   }
 }
 
+// A bottom-right sliding window over a longer cache (Mistral-style models; Gemma's local layers):
+// window/masked, the call with the window, against window/keys_it_sees, the same rows over the
+// last window + rows keys, bottom-right causal without the window (a bound: the window's own
+// cut of the first rows is left out, so its output differs and is not compared). Both rotate
+// through copies of K and V, 256 MiB or more; GFLOP/s counts the window's pairs for both.
+struct WindowShape {
+  int64_t batch, heads, kv_heads, rows, keys, d, window;
+};
+
+const WindowShape kWindowShapes[] = {{1, 32, 32, 1, 16384, 128, 4095},
+                                     {1, 32, 8, 4, 16384, 128, 4095}};
+
+std::string window_name(const WindowShape& s) {
+  return std::to_string(s.batch) + "x" + std::to_string(s.heads) + "(" +
+         std::to_string(s.kv_heads) + ")x" + std::to_string(s.rows) + "x" + std::to_string(s.keys) +
+         "x" + std::to_string(s.d) + "_w" + std::to_string(s.window);
+}
+
+void run_window(benchmark::State& state, WindowShape s, bool masked) {
+  using attention::TensorView;
+  const int64_t B = s.batch, H = s.heads, Hkv = s.kv_heads, S = s.keys, D = s.d;
+  const int64_t per_copy = B * Hkv * S * D;
+  const int copies = std::max<int>(
+      2, static_cast<int>(std::ceil(kPagedRotationBytes / (2.0 * per_copy * sizeof(float)))));
+  static std::string drawn;  // the shape k, v and q hold (both rows of a shape share them)
+  static std::vector<float> k, v, q, out;
+  if (drawn != window_name(s)) {
+    drawn = window_name(s);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    k.resize(static_cast<size_t>(per_copy * copies));
+    v.resize(k.size());
+    q.resize(static_cast<size_t>(B * H * s.rows * D));
+    for (auto* t : {&k, &v, &q})
+      for (float& x : *t) x = value(rng);
+  }
+  out.assign(q.size(), 0.0f);
+  const int64_t seen = masked ? S : std::min(S, s.window + s.rows);
+  attention::SdpaOptions options;
+  options.mask.causal = attention::Causal::BottomRight;
+  if (masked) options.mask.window = s.window;
+  const auto step = [&](int copy) {
+    const auto kv = [&](std::vector<float>& t) {
+      return TensorView::strided(t.data() + copy * per_copy + (S - seen) * D, {B, Hkv, seen, D},
+                                 {Hkv * S * D, S * D, D, 1});
+    };
+    return attention::scaled_dot_product_attention(
+        TensorView::contiguous(q.data(), {B, H, s.rows, D}), kv(k), kv(v),
+        TensorView::contiguous(out.data(), {B, H, s.rows, D}), options);
+  };
+  if (attention::Status status = step(0); !status)
+    fail("window/" + window_name(s) + ": " + status.message());
+  bool all_ok = true;
+  int copy = 0;
+  for (auto _ : state) {
+    all_ok &= step(copy).ok();
+    copy = (copy + 1) % copies;
+    benchmark::ClobberMemory();
+  }
+  if (!all_ok) state.SkipWithError("the call returned an error");
+  state.SetLabel(masked ? "window" : "causal over the window's keys");
+  state.counters["GFLOP/s"] = bench::per_second(4.0 * B * H * s.rows * (s.window + 1) * D * 1e-9);
+}
+
 }  // namespace
 
 namespace bench {
@@ -495,6 +561,16 @@ void register_serving_benchmarks() {
                      run_rope(state, shape, RopeRun::kSdpaAlone);
                    },
                    s);
+  }
+  for (const WindowShape& s : kWindowShapes) {
+    for (const bool masked : {true, false}) {
+      register_timed(
+          std::string(masked ? "window/masked/" : "window/keys_it_sees/") + window_name(s),
+          [masked](benchmark::State& state, WindowShape shape) {
+            run_window(state, shape, masked);
+          },
+          s);
+    }
   }
   for (const PagedShape& s : kPagedShapes) {
     if (!s.mixed)

@@ -498,5 +498,32 @@ TEST(MaskedSdpa, BottomRightWindowsRunOnTheKeysTheySee) {
   }
 }
 
+// Key lengths below the cache's Sk: where the diagonals do not depend on Sk the call runs on the
+// keys before the longest length (mask tensors cut alike); bottom-right causal (inert on one row)
+// and ALiBi without causal keep every key. Decode with GQA at D = 128, GQA rows, a prefill.
+TEST(MaskedSdpa, KeyLengthsBelowTheCacheRunOnTheirKeys) {
+  const uint64_t seed = seed_for_current_test();
+  for (const SdpaCase& c :
+       {sdpa_case(3, 8, 2, 1, 301, 128, 128), sdpa_case(2, 8, 2, 4, 300, 64, 64),
+        sdpa_case(2, 4, 2, 70, 133, 32, 24)}) {
+    MaskSpec m;
+    m.key_lengths = true;
+    expect_masked_sdpa_matches_reference(SdpaCase(c).with_logsumexp(), m, seed);
+    m.causal = Causal::TopLeft;
+    m.window = 5;
+    m.window_forward = 2;
+    expect_masked_sdpa_matches_reference(SdpaCase(c).with_logsumexp(), m, seed);
+    m = MaskSpec{};
+    m.key_lengths = m.bool_mask = m.additive_mask = true;
+    expect_masked_sdpa_matches_reference(SdpaCase(c).with_logsumexp(), m, seed);
+    m = MaskSpec{};
+    m.key_lengths = m.alibi = true;
+    expect_masked_sdpa_matches_reference(SdpaCase(c).with_logsumexp(), m, seed);
+    m.alibi = false;
+    m.causal = Causal::BottomRight;
+    expect_masked_sdpa_matches_reference(SdpaCase(c).with_logsumexp(), m, seed);
+  }
+}
+
 }  // namespace
 }  // namespace attention_test

@@ -471,6 +471,22 @@ Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const
     return run_checked_sdpa(run, q, slice(k, 2, behind, Sk - behind),
                             slice(v, 2, behind, Sk - behind), out, kept);
   }
+  // Keys at or past the longest key length are no row's. Where the diagonals do not depend on Sk
+  // (top-left causal, or neither causal nor ALiBi) the call runs on the keys before it: a cache
+  // of capacity Sk whose sequences' lengths are given, the split planned over the keys that
+  // count (decode over a capacity of 8192 keys at 4096, 1x32x1x8192x128: 5.5-5.8 -> 3.4-3.5 ms;
+  // 4x32(8)x1x4096x128 at 1024: 2.8 -> 1.1-1.2). CPU calls, as above.
+  if (run == Run::CPU && m.key_lengths.data != nullptr && Sk > 0 &&
+      (m.causal == Causal::TopLeft || (m.causal == Causal::None && !m.alibi))) {
+    const std::vector<int32_t> lengths = lengths_or(m.key_lengths, q.shape[0], Sk);
+    const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+    if (longest < Sk) {
+      SdpaOptions kept = options;
+      for (TensorView* t : {&kept.mask.bool_mask, &kept.mask.additive_mask})
+        if (t->data != nullptr) *t = slice(*t, 3, 0, longest);
+      return run_checked_sdpa(run, q, slice(k, 2, 0, longest), slice(v, 2, 0, longest), out, kept);
+    }
+  }
   if (run == Run::CPU && k.shape[2] > 0) {
     bool ran = false;
     ATTENTION_RETURN_IF_ERROR(run_decode_as_paged(q, k, v, out, options, &ran));
