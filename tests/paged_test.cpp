@@ -457,6 +457,39 @@ TEST(PagedAttention, GqaDecodePerHeadMasks) {
   expect_paged_matches_reference(c);
 }
 
+// A window leaves whole blocks behind for every row: the call runs on a table without them
+// (run_paged_window). Windows of 0, a block and a half and most of a sequence; one and three
+// rows, with and without query lengths; both layouts, GQA, ALiBi, a bf16 cache; sequences of 0,
+// 1 and a block's keys beside long ones; a forward reach.
+TEST(PagedAttention, WindowsDropTheBlocksNoRowSees) {
+  PagedCase c;
+  c.H = 4;
+  c.Hkv = 2;
+  c.D = c.Dv = 16;
+  c.block_size = 4;
+  c.seq_lens = {300, 0, 1, 4, 129};
+  for (const int64_t window : {0, 6, 250}) {
+    for (const int64_t rows : {1, 3}) {
+      c.window = window;
+      c.Sq = rows;
+      c.query_lengths = rows > 1;
+      c.layout = PagedKvLayout::BlocksSlotsHeads;
+      expect_paged_matches_reference(c);
+      c.layout = PagedKvLayout::BlocksHeadsSlots;
+      c.alibi = true;
+      c.cache_dtype = DType::BFloat16;
+      expect_paged_matches_reference(c);
+      c.alibi = false;
+      c.cache_dtype = DType::Float32;
+      c.window_forward = 2;
+      c.block_size = 16;
+      expect_paged_matches_reference(c);
+      c.window_forward = 0;
+      c.block_size = 4;
+    }
+  }
+}
+
 // Several new tokens per sequence against its own cache length, with every mask the paged kernel
 // takes, and a block shared by two sequences (a common prefix).
 TEST(PagedAttention, ChunkedPrefillPerSequenceLengths) {
