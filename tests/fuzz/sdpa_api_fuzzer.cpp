@@ -296,7 +296,18 @@ void fuzz_paged(Bytes& in, std::vector<float>& pool, const std::vector<float>& p
                               static_cast<const TensorView*>(&cache.v)}) {
     if (!inside_pool(*t, pool.data())) return void(++outcomes.skipped);
   }
-  const attention::Status status = attention::paged_attention(q, cache, out);
+  // A mask (flags & 8): bottom-right causal or none, a window (small or any int64; it may leave
+  // whole blocks behind), ALiBi, a softcap; each sequence's reference applies it over its keys.
+  attention::SdpaOptions options;
+  if (flags & 8) {
+    attention::MaskOptions& m = options.mask;
+    const uint8_t mode = in.take<uint8_t>();
+    m.causal = (mode & 1) ? attention::Causal::BottomRight : attention::Causal::None;
+    if (mode & 2) m.window = (mode & 4) ? in.take<int64_t>() : in.take<uint8_t>() % 24;
+    m.alibi = mode & 8;
+    if (mode & 16) m.softcap = 0.5f + float(in.take<uint8_t>()) / 8;
+  }
+  const attention::Status status = attention::paged_attention(q, cache, out, options);
   if (!status.ok()) {
     if (status.message().empty()) fail("paged: error without a message");
     if (pool != pattern) fail("paged: a rejected call wrote memory");
@@ -338,14 +349,16 @@ void fuzz_paged(Bytes& in, std::vector<float>& pool, const std::vector<float>& p
         TensorView::contiguous(const_cast<float*>(&qv[b * H * Sq * D]), {1, H, Sq, D});
     const TensorView kt = TensorView::contiguous(kb.data(), {1, Hkv, Sk, D});
     const TensorView vt = TensorView::contiguous(vb.data(), {1, Hkv, Sk, Dv});
-    reference_sdpa(qb, kt, vt, 1.0 / std::sqrt(double(D)), &seq_out, nullptr);
-    reference_sdpa(qb, kt, absolute(vt, vb), 1.0 / std::sqrt(double(D)), &seq_magnitude, nullptr);
+    reference_sdpa(qb, kt, vt, 1.0 / std::sqrt(double(D)), &seq_out, nullptr, &options.mask);
+    reference_sdpa(qb, kt, absolute(vt, vb), 1.0 / std::sqrt(double(D)), &seq_magnitude, nullptr,
+                   &options.mask);
     std::copy(seq_out.begin(), seq_out.end(), want.begin() + b * H * Sq * Dv);
     std::copy(seq_magnitude.begin(), seq_magnitude.end(), magnitude.begin() + b * H * Sq * Dv);
   }
   expect_close(dense(out), want, out.dtype, nullptr, &magnitude);
   ++outcomes.computed;
   outcomes.computed_wide += q.shape[3] == attention_contract::kDecodeRowBlockDim;
+  outcomes.computed_masked += !options.mask.empty();
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
