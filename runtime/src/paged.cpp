@@ -444,8 +444,8 @@ Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
 // (rows_b: its valid rows; the diagonals are measured from each sequence's end). A CPU call whose
 // window leaves whole blocks behind runs on a table without them and lengths shortened alike, and
 // sets *ran: the kernels' splits are planned over each sequence's length and compute every key of
-// theirs (1x32x1x16384x128, window 4095, block 16: 15.1-15.5 -> 3.6-3.9 ms; 8x32(8)x1x4096x128,
-// window 1023: 14.1-14.3 -> 3.6-3.8). Otherwise *ran = false.
+// theirs (1x32x1x16384x128, window 4095, block 16: 16.0-18.1 -> 3.7-5.2 ms; 8x32(8)x1x4096x128,
+// window 1023: 14.1-21.1 -> 3.6). Otherwise *ran = false.
 Status run_paged_window(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
                         const SdpaOptions& options, const PagedShape& s, bool* ran) {
   *ran = false;

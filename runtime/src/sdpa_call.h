@@ -49,8 +49,8 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
 // heads each (1x32x3x4096x128 causal: 9.3 -> 4.0 ms; 1x32x4: 6.6 -> 4.0; 1x32x8: 9.7 -> 5.0).
 // Bottom-right causal splits the keys: the prefix every row sees runs that way without the mask,
 // the last Sq - 1 keys per head with it, and the parts merge by their logsumexps; with a window
-// (>= Sq - 1, over 12·Sq keys or more) the keys before the last row's reach run per head too. Sets *ran;
-// otherwise *ran = false and nothing runs.
+// (>= Sq - 1, over 12·Sq keys or more) the keys before the last row's reach run per head too.
+// Sets *ran; otherwise *ran = false and nothing runs.
 Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const TensorView& v,
                               const TensorView& out, const SdpaOptions& options, bool* ran);
 
