@@ -30,10 +30,14 @@ constexpr int64_t kGroupedMaxQueries = 64;
 constexpr int64_t kCausalKeysPerQuery = 8;
 
 // A bottom-right window besides causal: the head's keys (those only some rows see) run per head
-// too, so the window's keys must be more (1x32(8)xSq x window, ms, Sk >= window + Sq: 16 x 130
-// 0.34-0.48 -> 0.41-0.51, 16 x 200 0.44-0.54 -> 0.46-0.51, 16 x 260 0.63-0.67 -> 0.57, 8 x 130
-// 0.35 -> 0.24, 32 x 600 1.63-1.68 -> 1.36-1.40, 4 x 4096 [of 16384 keys] 8.6-8.9 -> 2.2-2.3).
-constexpr int64_t kWindowKeysPerQuery = 12;
+// too, so the window's keys must be more: 24 per row, 48 from 16 rows. Against the same call per
+// head (over the window's keys, run_checked_sdpa's cut), 1x32(8)xSq x window, ms, AVX-512 / AVX2:
+// 4 x 100 0.24 -> 0.18-0.19 / 0.19-0.21 -> 0.14; 8 x 100 even / 0.21-0.26 -> 0.24-0.28; 8 x 200
+// 0.40-0.44 -> 0.29-0.30 / 0.35-0.42 -> 0.33-0.39; 16 x 400 0.74-0.83 -> 0.67-0.73 / 0.78-0.84
+// -> 0.85-0.90; 16 x 1000 1.80-1.94 -> 1.24-1.34 / 1.81-1.96 -> 1.70-1.82; 4 x 4095 (of 16384
+// keys) 7.1-7.7 -> 2.3-2.5.
+constexpr int64_t kWindowKeysPerQuery = 24;
+constexpr int64_t kWindowManyRows = 16;
 
 // Keys from which 2 rows of each of a pair of query heads gain as the decode kernels' row block
 // (see decode_rows below).
@@ -134,7 +138,8 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
   if ((group < 2 && !decode_rows) ||
       (Sq <= attention_contract::kDecodeMaxQueries && !decode_rows) || Sq > kGroupedMaxQueries ||
       !rows_alike || options.rope || (bottom_right && Sk < kCausalKeysPerQuery * Sq) ||
-      (head_keys > 0 && Sk - head_keys < kWindowKeysPerQuery * Sq)) {
+      (head_keys > 0 &&
+       Sk - head_keys < kWindowKeysPerQuery * (Sq >= kWindowManyRows ? 2 : 1) * Sq)) {
     return Status::ok_status();
   }
   *ran = true;

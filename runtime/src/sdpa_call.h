@@ -44,13 +44,14 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
 // D], so the prefill kernel reads each kv head once, not once per query head (1x32(8)x4x4096x128:
 // 5.7 -> 1.8 ms on Zen 4). At D = 128 the decode kernels' row blocks take 3-8 rows of a head
 // without GQA (padded to 4 or 8; 5-8 from 128 keys), 2 from a sequence-major cache, 3-4 rows of
-// each of a pair of query heads (AVX-512: two_row_blocks), and 2 rows of each of a pair (causal or sequence-major) or a
-// group of 4 (sequence-major) from 256 keys, as a decode call whose kv heads have 4 or 8 query
-// heads each (1x32x3x4096x128 causal: 9.3 -> 4.0 ms; 1x32x4: 6.6 -> 4.0; 1x32x8: 9.7 -> 5.0).
-// Bottom-right causal splits the keys: the prefix every row sees runs that way without the mask,
-// the last Sq - 1 keys per head with it, and the parts merge by their logsumexps; with a window
-// (>= Sq - 1, over 12·Sq keys or more) the keys before the last row's reach run per head too.
-// Sets *ran; otherwise *ran = false and nothing runs.
+// each of a pair of query heads (AVX-512: two_row_blocks), and 2 rows of each of a pair (causal or
+// sequence-major) or a group of 4 (sequence-major) from 256 keys, as a decode call whose kv heads
+// have 4 or 8 query heads each (1x32x3x4096x128 causal: 9.3 -> 4.0 ms; 1x32x4: 6.6 -> 4.0;
+// 1x32x8: 9.7 -> 5.0). Bottom-right causal splits the keys: the prefix every row sees runs that way
+// without the mask, the last Sq - 1 keys per head with it, and the parts merge by their logsumexps;
+// with a window
+// (>= Sq - 1, over 24·Sq keys or more, 48·Sq from 16 rows) the keys before the last row's reach
+// run per head too. Sets *ran; otherwise *ran = false and nothing runs.
 Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const TensorView& v,
                               const TensorView& out, const SdpaOptions& options, bool* ran);
 
