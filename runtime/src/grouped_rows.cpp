@@ -178,12 +178,7 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
                                 const TensorView& lse) {
     SdpaOptions part = options;
     part.backend = Backend::CPU;
-    if (given(m.key_lengths)) {
-      for (const int64_t length : lengths_or(m.key_lengths, B, Sk))
-        lengths.push_back(
-            static_cast<int32_t>(std::clamp(length - begin, int64_t{0}, end - begin)));
-      part.mask.key_lengths = TensorView::contiguous(lengths.data(), DType::Int32, {B});
-    }
+    part.mask = mask_over_keys(m, B, Sk, begin, end, lengths);
     part.logsumexp = lse;
     return part;
   };

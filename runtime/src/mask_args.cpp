@@ -159,6 +159,20 @@ MaskOptions without_inert_pieces(const MaskOptions& m, int64_t B, int64_t Sq, in
   return e;
 }
 
+MaskOptions mask_over_keys(const MaskOptions& m, int64_t B, int64_t Sk, int64_t begin, int64_t end,
+                           std::vector<int32_t>& lengths) {
+  MaskOptions cut = m;
+  if (m.key_lengths.data != nullptr) {
+    lengths.clear();
+    for (const int64_t length : lengths_or(m.key_lengths, B, Sk))
+      lengths.push_back(static_cast<int32_t>(std::clamp(length - begin, int64_t{0}, end - begin)));
+    cut.key_lengths = TensorView::contiguous(lengths.data(), DType::Int32, {B});
+  }
+  for (TensorView* t : {&cut.bool_mask, &cut.additive_mask})
+    if (t->data != nullptr) *t = slice(*t, 3, begin, end - begin);
+  return cut;
+}
+
 void append_mask_views(const MaskOptions& m, std::vector<NamedView>& views) {
   views.insert(views.end(), {{&m.key_lengths, "mask.key_lengths"},
                              {&m.query_lengths, "mask.query_lengths"},

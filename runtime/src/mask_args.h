@@ -29,6 +29,12 @@ Status check_mask(const MaskOptions& m, int64_t B, int64_t H, int64_t Sq, int64_
 // cache.
 MaskOptions without_inert_pieces(const MaskOptions& m, int64_t B, int64_t Sq, int64_t Sk);
 
+// A validated `m` of a call of B batches and Sk keys, for the same queries over keys
+// [begin, end): key lengths shifted and clamped into `lengths` (which the result points to), mask
+// tensors cut alike. The caller keeps the diagonals right (bottom-right ones follow the keys' end).
+MaskOptions mask_over_keys(const MaskOptions& m, int64_t B, int64_t Sk, int64_t begin, int64_t end,
+                           std::vector<int32_t>& lengths);
+
 // Unsupported, "<field>: <reason>", when `m` holds a mask tensor (bool_mask or additive_mask): for
 // entry points whose layout gives those tensors no shape.
 Status refuse_mask_tensors(const MaskOptions& m, const char* reason);

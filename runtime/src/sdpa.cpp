@@ -459,15 +459,8 @@ Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const
       m.window < Sk - q.shape[2]) {
     const int64_t behind = Sk - q.shape[2] - m.window;
     SdpaOptions kept = options;
-    MaskOptions& cut = kept.mask;
     std::vector<int32_t> lengths;
-    if (m.key_lengths.data != nullptr) {
-      for (const int64_t length : lengths_or(m.key_lengths, q.shape[0], Sk))
-        lengths.push_back(static_cast<int32_t>(std::max<int64_t>(length - behind, 0)));
-      cut.key_lengths = TensorView::contiguous(lengths.data(), DType::Int32, {q.shape[0]});
-    }
-    for (TensorView* t : {&cut.bool_mask, &cut.additive_mask})
-      if (t->data != nullptr) *t = slice(*t, 3, behind, Sk - behind);
+    kept.mask = mask_over_keys(m, q.shape[0], Sk, behind, Sk, lengths);
     return run_checked_sdpa(run, q, slice(k, 2, behind, Sk - behind),
                             slice(v, 2, behind, Sk - behind), out, kept);
   }
@@ -482,8 +475,8 @@ Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const
     const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
     if (longest < Sk) {
       SdpaOptions kept = options;
-      for (TensorView* t : {&kept.mask.bool_mask, &kept.mask.additive_mask})
-        if (t->data != nullptr) *t = slice(*t, 3, 0, longest);
+      std::vector<int32_t> kept_lengths;
+      kept.mask = mask_over_keys(m, q.shape[0], Sk, 0, longest, kept_lengths);
       return run_checked_sdpa(run, q, slice(k, 2, 0, longest), slice(v, 2, 0, longest), out, kept);
     }
   }
