@@ -10,7 +10,9 @@
 // may be Float16 or BFloat16 (2-byte elements from the same pointer): the pool's pattern is made
 // of floats whose two 16-bit halves are moderate values in both half formats too. One input in 8
 // draws 128 features where others draw 8 to 11: the decode kernels' row block and the routes
-// built on it (several query rows, sequence-major caches) take D = 128 only.
+// built on it (several query rows, sequence-major caches) take D = 128 only. Its other extents
+// are drawn below 6 so that its views fit the pool (drawn below 12, none ever did; a larger pool
+// made every call slower and fewer valid).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -64,9 +66,12 @@ TensorView draw_view(Bytes& in, float* pool) {
   const uint8_t mode = in.take<uint8_t>();
   t.rank = (mode & 7) < 6 ? ((mode & 7) < 4 ? 4 : 3) : int(in.take<int8_t>());
   if (t.rank > attention::kMaxRank) t.rank = 5;  // past the arrays: must be rejected unread
-  for (int d = 0; d < std::min(t.rank, attention::kMaxRank); ++d) {
-    t.shape[d] = int64_t(in.take<uint8_t>() % 12) - ((mode & 8) ? 1 : 0);
-    if (wide_features && d == std::min(t.rank, attention::kMaxRank) - 1 && t.shape[d] >= 8)
+  const int last = std::min(t.rank, attention::kMaxRank) - 1;
+  for (int d = 0; d <= last; ++d) {
+    const uint8_t extent = in.take<uint8_t>();
+    t.shape[d] =
+        int64_t(wide_features && d < last ? extent % 6 : extent % 12) - ((mode & 8) ? 1 : 0);
+    if (wide_features && d == last && t.shape[d] >= 8)
       t.shape[d] = attention_contract::kDecodeRowBlockDim;
   }
   int64_t stride = 1;
@@ -218,6 +223,9 @@ struct DrawnMask {
   std::vector<int32_t> key_lengths, query_lengths;
 };
 
+// A softcap in [0.5, 32.4].
+float draw_softcap(Bytes& in) { return 0.5f + float(in.take<uint8_t>()) / 8; }
+
 void draw_mask(Bytes& in, const TensorView& q, const TensorView& k, DrawnMask& mask) {
   attention::MaskOptions& m = mask.options;
   const uint8_t mode = in.take<uint8_t>();
@@ -255,7 +263,7 @@ void draw_mask(Bytes& in, const TensorView& q, const TensorView& k, DrawnMask& m
   lengths((mode >> 4) & 3, Sk, mask.key_lengths, m.key_lengths);
   lengths((mode >> 6) & 3, Sq, mask.query_lengths, m.query_lengths);
   m.alibi = reach & 4;
-  if (reach & 8) m.softcap = 0.5f + float(in.take<uint8_t>()) / 8;
+  if (reach & 8) m.softcap = draw_softcap(in);
 }
 
 // How the calls ended, printed at exit so a run shows that both paths were exercised.
@@ -305,7 +313,7 @@ void fuzz_paged(Bytes& in, std::vector<float>& pool, const std::vector<float>& p
     m.causal = (mode & 1) ? attention::Causal::BottomRight : attention::Causal::None;
     if (mode & 2) m.window = (mode & 4) ? in.take<int64_t>() : in.take<uint8_t>() % 24;
     m.alibi = mode & 8;
-    if (mode & 16) m.softcap = 0.5f + float(in.take<uint8_t>()) / 8;
+    if (mode & 16) m.softcap = draw_softcap(in);
   }
   const attention::Status status = attention::paged_attention(q, cache, out, options);
   if (!status.ok()) {
