@@ -126,15 +126,13 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
     return Hkv >= 2 && t.strides[1] > 0 && t.strides[2] >= Hkv * t.strides[1];
   };
   const bool by_position = sequence_major(k) && sequence_major(v);
-  const int64_t rows_per_kv = group * Sq;
-  const int64_t block = attention_contract::kDecodeRowBlockRows[rows_per_kv <= 4 ? 0 : 1];
   const bool few_rows =
       group == 1 ? (Sq >= 3 && (Sq <= 4 || Sk >= kWideRowsMinKeys)) || (Sq == 2 && by_position)
       : Sq >= 3  ? attention_contract::two_row_blocks(cpu_kernel_info().decode)
                  : (by_position || (group == 2 && bottom_right)) && Sk >= kPairRowsMinKeys;
-  const bool decode_rows = D == attention_contract::kDecodeRowBlockDim && group >= 1 &&
-                           rows_per_kv <= block && block % group == 0 && Sq >= 2 && few_rows;
-  const int64_t R = decode_rows ? block / group : Sq;  // rows per head the prefix runs
+  const int64_t row_block_rows = row_block_rows_per_head(D, group, Sq);
+  const bool decode_rows = row_block_rows > 0 && Sq >= 2 && few_rows;
+  const int64_t R = decode_rows ? row_block_rows : Sq;  // rows per head the prefix runs
   if ((group < 2 && !decode_rows) ||
       (Sq <= attention_contract::kDecodeMaxQueries && !decode_rows) || Sq > kGroupedMaxQueries ||
       !rows_alike || options.rope || (bottom_right && Sk < kCausalKeysPerQuery * Sq) ||

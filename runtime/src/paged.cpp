@@ -331,8 +331,9 @@ Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
                                 const PagedShape& s, bool* ran) {
   *ran = false;
   const MaskOptions& m = options.mask;
-  const int64_t group = s.H / s.Hkv, rows_per_kv = group * s.Sq;
-  const int64_t block = attention_contract::kDecodeRowBlockRows[rows_per_kv <= 4 ? 0 : 1];
+  const int64_t group = s.H / s.Hkv;
+  // Each head's rows, padded to R: the memory of a decode call [B, H·R, 1, X].
+  const int64_t R = detail::row_block_rows_per_head(s.D, group, s.Sq);
   const bool bottom_right = m.causal == Causal::BottomRight;
   int64_t total_keys = 0;
   for (int64_t b = 0; b < s.B; ++b) total_keys += int_at(cache.seq_lens, b);
@@ -343,8 +344,7 @@ Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
   // 8.6 against 8.7-8.8 ms over a slots-major pool (1x32x8x4096x128 causal, block 16) but 9.1-9.3
   // against 8.0-8.5 over a heads-major one, and a pair's 3-4 rows gained 5% at most.
   const bool few_rows = group == 1 ? s.Sq == 2 || s.Sq == 3 : s.Sq == 2 && bottom_right;
-  if (s.D != attention_contract::kDecodeRowBlockDim || m.window >= 0 || m.alibi || !few_rows ||
-      rows_per_kv > block || block % group != 0 || total_keys < kDecodeRowsMinKeys * s.B) {
+  if (R == 0 || m.window >= 0 || m.alibi || !few_rows || total_keys < kDecodeRowsMinKeys * s.B) {
     return Status::ok_status();
   }
   const bool query_lengths = detail::given(options.mask.query_lengths);
@@ -362,8 +362,6 @@ Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
   TensorView q32, out32;
   ATTENTION_RETURN_IF_ERROR(halves.widen(q, &q32));
   ATTENTION_RETURN_IF_ERROR(halves.stage(out, &out32));
-  // Each head's rows, padded to R: the memory of a decode call [B, H·R, 1, X].
-  const int64_t R = block / group;
   detail::ScratchFloats q_storage, out_storage, lse_storage;
   TensorView q_rows, prefix_rows_out, prefix_rows_lse;
   ATTENTION_RETURN_IF_ERROR(detail::padded_query_rows(q32, R, q_storage, &q_rows));

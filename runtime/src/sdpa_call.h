@@ -9,6 +9,7 @@
 #include "attention/attention.h"
 #include "gpu.h"
 #include "half_precision.h"
+#include "kernel_contract.h"
 
 namespace attention::detail {
 
@@ -54,6 +55,18 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
 // run per head too. Sets *ran; otherwise *ran = false and nothing runs.
 Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const TensorView& v,
                               const TensorView& out, const SdpaOptions& options, bool* ran);
+
+// The rows per query head with which `group` query heads per kv head, Sq rows each, at head dim D
+// fill one of the decode kernels' row blocks (attention_contract::kDecodeRowBlockRows; each head's
+// rows padded to it), or 0 where they fit none.
+constexpr int64_t row_block_rows_per_head(int64_t D, int64_t group, int64_t Sq) {
+  const int64_t block = attention_contract::kDecodeRowBlockRows
+      [group * Sq <= attention_contract::kDecodeRowBlockRows[0] ? 0 : 1];
+  return D == attention_contract::kDecodeRowBlockDim && group >= 1 && group * Sq <= block &&
+                 block % group == 0
+             ? block / group
+             : 0;
+}
 
 // q32's rows (fp32 [B, H, Sq, D]) copied into dense scratch [B, H, rows, D], rows >= Sq, the rows
 // past Sq copies of its first: padding to the decode kernels' row blocks.
