@@ -372,6 +372,35 @@ TEST(PagedAttention, GqaDecodeRowBlock) {
   expect_paged_matches_reference(c);
 }
 
+// GQA decode over a heads-major pool on AVX2 (through the dispatch hook, as on an AVX2-only CPU)
+// runs through copies of each kv head's keys once a sequence has 2048 keys: masks measured from
+// each sequence's end, query lengths, a sequence without keys, a half cache, Dv != D.
+TEST(PagedAttention, HeadsMajorGqaDecodeOnAvx2) {
+  const attention_test::Avx2VariantScope avx2;
+  if (!avx2.skip_reason().empty()) GTEST_SKIP() << avx2.skip_reason();
+  PagedCase c;
+  c.H = 8;
+  c.Hkv = 2;
+  c.D = c.Dv = 64;
+  c.layout = PagedKvLayout::BlocksHeadsSlots;
+  c.seq_lens = {2100, 0, 1, 700};
+  expect_paged_matches_reference(c);
+  c.block_size = 64;
+  c.window = 900;
+  c.alibi = true;
+  c.query_lengths = true;
+  c.Dv = 40;
+  expect_paged_matches_reference(c);
+  c.H = 16;  // groups of 8
+  c.window = -1;
+  c.alibi = false;
+  c.query_lengths = false;
+  c.softcap = 5.0f;
+  c.cache_dtype = DType::Float16;
+  c.seq_lens = {2048};
+  expect_paged_matches_reference(c);
+}
+
 // A few query rows at D = 128 (speculative decoding's draft tokens) run as the decode kernels' row
 // blocks where the sequences average 128 keys or more: 2 or 3 rows of a head without GQA (padded
 // to 4), 2 rows of a pair or a group of 4 query heads under bottom-right causal. The keys every

@@ -43,6 +43,35 @@ uint64_t splitmix64(uint64_t x) {
 
 }  // namespace
 
+#if defined(__x86_64__)
+namespace {
+int without_avx512(int count, const uint64_t* features) {
+  const int word = halide_target_feature_avx512 / 64;
+  if (word < count && (features[word] >> (halide_target_feature_avx512 % 64)) & 1) return 0;
+  return halide_default_can_use_target_features(count, features);
+}
+}  // namespace
+#endif
+
+Avx2VariantScope::Avx2VariantScope() {
+#if defined(__x86_64__)
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
+    skip_reason_ = "this CPU has no AVX2+FMA";
+    return;
+  }
+  previous_ = halide_set_custom_can_use_target_features(without_avx512);
+  installed_ = true;
+  if (attention::cpu_kernel_target().find("avx512") != std::string::npos)
+    skip_reason_ = "the AVX-512 variant was already picked in this process; run this test alone";
+#else
+  skip_reason_ = "no x86 CPU";
+#endif
+}
+
+Avx2VariantScope::~Avx2VariantScope() {
+  if (installed_) halide_set_custom_can_use_target_features(previous_);
+}
+
 StridePlan stride_plan(Layout layout, size_t rank) {
   const bool rank4 = rank == 4;
   switch (layout) {

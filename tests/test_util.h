@@ -2,6 +2,7 @@
 // comparison rule, and the run-and-compare step of every scaled_dot_product_attention case.
 #pragma once
 
+#include <HalideRuntime.h>
 #include <gtest/gtest.h>
 
 #include <array>
@@ -22,6 +23,24 @@ namespace attention_test {
 // Restores the default thread count (attention::set_num_threads(0)) however a test ends.
 struct DefaultThreadsOnExit {
   ~DefaultThreadsOnExit() { attention::set_num_threads(0); }
+};
+
+// While it lives, Halide's dispatch picks the kernels' AVX2 variant, as on an AVX2-only CPU. The
+// wrappers keep their first choice for the process, so skip_reason() is non-empty (skip the test)
+// where this is no x86 CPU with AVX2+FMA or the AVX-512 variant has already run in this process
+// (run the test alone, as ctest does).
+class Avx2VariantScope {
+ public:
+  Avx2VariantScope();
+  ~Avx2VariantScope();
+  Avx2VariantScope(const Avx2VariantScope&) = delete;
+  Avx2VariantScope& operator=(const Avx2VariantScope&) = delete;
+  const std::string& skip_reason() const { return skip_reason_; }
+
+ private:
+  halide_can_use_target_features_t previous_ = nullptr;
+  bool installed_ = false;
+  std::string skip_reason_;
 };
 
 // Memory layouts behind the same logical [B, H, S, D] view (rank-3 tensors such as logsumexp get

@@ -2,7 +2,6 @@
 // runs serves the calls of its bucket and matches the reference there (on x86 also those of the
 // AVX2 variant, through Halide's dispatch hook); with tuned kernels off the defaults serve the same
 // calls. A machine whose CPU runs no tuned table's target skips, naming it.
-#include <HalideRuntime.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -64,28 +63,13 @@ TEST_F(TunedKernels, EachServesItsBucketAndMatchesReference) {
   expect_tuned_kernels_match_reference();
 }
 
-#if defined(__x86_64__)
-int without_avx512(int count, const uint64_t* features) {
-  const int word = halide_target_feature_avx512 / 64;
-  if (word < count && (features[word] >> (halide_target_feature_avx512 % 64)) & 1) return 0;
-  return halide_default_can_use_target_features(count, features);
-}
-
 // An AVX-512 machine also runs the tuned kernels of the AVX2 variant's table: Halide's dispatch
 // hook makes the AVX2 variant the one that runs (as on an AVX2-only CPU) before the first call.
 TEST_F(TunedKernels, Avx2VariantsServeTheirBucketsAndMatchReference) {
-  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) {
-    GTEST_SKIP() << "this CPU has no AVX2+FMA";
-  }
-  const auto previous = halide_set_custom_can_use_target_features(without_avx512);
-  if (has(attention::cpu_kernel_target(), "avx512")) {
-    halide_set_custom_can_use_target_features(previous);
-    GTEST_SKIP() << "the AVX-512 variant was already picked in this process; run this test alone";
-  }
+  const Avx2VariantScope avx2;
+  if (!avx2.skip_reason().empty()) GTEST_SKIP() << avx2.skip_reason();
   expect_tuned_kernels_match_reference();
-  halide_set_custom_can_use_target_features(previous);
 }
-#endif
 
 TEST_F(TunedKernels, OffMeansTheDefaults) {
   attention::set_tuned_kernels(false);

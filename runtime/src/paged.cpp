@@ -29,6 +29,10 @@ namespace {
 // CPU paged decode: key splits until about this many work items per thread (run_paged_cpu).
 constexpr int64_t kPagedItemsPerThread = 2;
 
+// GQA decode over a heads-major pool on AVX2 from sequences this long runs through copies of the
+// keys (heads_major_by_copies).
+constexpr int64_t kHeadsMajorCopyMinKeys = 2048;
+
 // The pool in the kernel's order, [num_blocks, block_size, Hkv, X] (Halide's (x, kv_head, slot,
 // block)): the other layout with its middle dimensions swapped.
 TensorView blocks_slots_heads(const TensorView& pool, PagedKvLayout layout) {
@@ -551,6 +555,21 @@ Status run_paged_prefill_cpu(const TensorView& q, const PagedKvCache& cache, con
   return Status::ok_status();
 }
 
+// GQA decode (one query row) over a heads-major pool where the decode row block has no pairs of
+// rows in registers (16 vector registers; measured on AVX2): the paged kernel's P·V waits on v,
+// which it cannot prefetch under its predicate, and took 2.2-3.5x the contiguous call. Copies of
+// each kv head's keys and the contiguous kernel (run_paged_prefill_cpu) from kHeadsMajorCopyMinKeys
+// (AVX2, ms: 1x32(8)x1x4096x128, block 16 3.33 -> 2.30, block 64 2.18 -> 2.00; 1x64(8) 4.54 ->
+// 2.71; 8x32(8)x1x2048x128 12.4 -> 10.0; from cache at 512 keys, block 64, 0.29 -> 0.33, lost).
+// AVX-512 keeps the kernel (1.2-1.4x the contiguous call). NEON is not measured: kernel there.
+bool heads_major_by_copies(const PagedKvCache& cache, const PagedShape& s) {
+  const detail::CpuKernelInfo& info = detail::cpu_kernel_info();
+  return cache.layout == PagedKvLayout::BlocksHeadsSlots && s.Sq == 1 && s.H > s.Hkv &&
+         s.longest >= kHeadsMajorCopyMinKeys && info.target.find("avx2") != std::string::npos &&
+         !attention_contract::two_row_blocks(info.decode) &&
+         s.longest * s.Hkv * std::max(s.D, s.Dv) <= INT32_MAX;
+}
+
 // run_paged_cpu per group of sequences of similar length (detail::paged_length_groups): each
 // group's q rows, table rows (no wider than its longest sequence), lengths and query lengths
 // gathered into a call of its own; the out and logsumexp rows go back once every group has run.
@@ -867,6 +886,8 @@ Status paged_attention(const TensorView& q, const PagedKvCache& cache, const Ten
     ATTENTION_RETURN_IF_ERROR(run_paged_rows_as_decode(q, cache, out, options, s, &ran));
     if (ran) return Status::ok_status();
   }
+  if (run == detail::Run::CPU && heads_major_by_copies(cache, s))
+    return run_paged_prefill_cpu(q, cache, out, options, s);
   if (run == detail::Run::CPU && s.Sq > attention_contract::kDecodeMaxQueries &&
       s.H / s.Hkv * s.Sq > attention_contract::kDecodeRowBlock &&
       s.longest * s.Hkv * std::max(s.D, s.Dv) <= INT32_MAX) {
