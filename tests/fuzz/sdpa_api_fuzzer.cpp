@@ -386,10 +386,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }();
   std::vector<float> pool = pattern;
   Bytes in(data, size);
-  wide_features = size > 0 && data[0] % 8 == 6;
-  if (wide_features) in.take<uint8_t>();
-  if (size > 0 && data[0] % 8 == 7) {  // one input in 8 takes the paged API
-    in.take<uint8_t>();
+  // The first byte picks the path, and is always consumed: changing it alone turns a valid call
+  // into one with 128 features (equal extents stay equal) or a paged one, with the same bytes.
+  const uint8_t path = in.take<uint8_t>() % 8;
+  wide_features = path == 6;
+  if (path == 7) {  // one input in 8 takes the paged API
     fuzz_paged(in, pool, pattern);
     return 0;
   }
