@@ -555,6 +555,12 @@ Status run_paged_prefill_cpu(const TensorView& q, const PagedKvCache& cache, con
   return Status::ok_status();
 }
 
+// Whether run_paged_prefill_cpu's copies, which index with 32 bits, hold the call's longest
+// sequence (a table may repeat blocks past the pool's size, so the pool's checks do not bound it).
+bool copies_index_in_32_bits(const PagedShape& s) {
+  return s.longest * s.Hkv * std::max(s.D, s.Dv) <= INT32_MAX;
+}
+
 // GQA decode (one query row) over a heads-major pool where the decode row block has no pairs of
 // rows in registers (16 vector registers; measured on AVX2): the paged kernel's P·V waits on v,
 // which it cannot prefetch under its predicate, and took 2.2-3.5x the contiguous call. Copies of
@@ -563,11 +569,13 @@ Status run_paged_prefill_cpu(const TensorView& q, const PagedKvCache& cache, con
 // 2.71; 8x32(8)x1x2048x128 12.4 -> 10.0; from cache at 512 keys, block 64, 0.29 -> 0.33, lost).
 // AVX-512 keeps the kernel (1.2-1.4x the contiguous call). NEON is not measured: kernel there.
 bool heads_major_by_copies(const PagedKvCache& cache, const PagedShape& s) {
-  const detail::CpuKernelInfo& info = detail::cpu_kernel_info();
-  return cache.layout == PagedKvLayout::BlocksHeadsSlots && s.Sq == 1 && s.H > s.Hkv &&
-         s.longest >= kHeadsMajorCopyMinKeys && info.target.find("avx2") != std::string::npos &&
-         !attention_contract::two_row_blocks(info.decode) &&
-         s.longest * s.Hkv * std::max(s.D, s.Dv) <= INT32_MAX;
+  if (cache.layout != PagedKvLayout::BlocksHeadsSlots || s.Sq != 1 || s.H == s.Hkv ||
+      s.longest < kHeadsMajorCopyMinKeys) {
+    return false;
+  }
+  const detail::CpuKernelInfo& info = detail::cpu_kernel_info();  // runs a probe on first use
+  return info.target.find("avx2") != std::string::npos &&
+         !attention_contract::two_row_blocks(info.decode);
 }
 
 // run_paged_cpu per group of sequences of similar length (detail::paged_length_groups): each
@@ -877,8 +885,7 @@ Status paged_attention(const TensorView& q, const PagedKvCache& cache, const Ten
   // row block of query rows; at 3 or 4 rows without GQA the paged kernel was as fast or faster
   // (1x32x4096x128, block 16, ms: 3 rows 13.3 against 13.7, 4 rows 5.5 against 14.0; 5 rows 17.5
   // against 13.8, 16 rows 34.4 against 14.8; 1x32(16): 6 rows 5.2 against 5.8, 8 rows 6.2
-  // against 5.8, 16 rows 10.1 against 6.1). The copies index with 32 bits too (a table may repeat
-  // blocks past the pool's size).
+  // against 5.8, 16 rows 10.1 against 6.1). AVX2's heads-major GQA decode takes the copies too.
   if (run == detail::Run::CPU) {
     bool ran = false;
     ATTENTION_RETURN_IF_ERROR(run_paged_window(q, cache, out, options, s, &ran));
@@ -886,11 +893,10 @@ Status paged_attention(const TensorView& q, const PagedKvCache& cache, const Ten
     ATTENTION_RETURN_IF_ERROR(run_paged_rows_as_decode(q, cache, out, options, s, &ran));
     if (ran) return Status::ok_status();
   }
-  if (run == detail::Run::CPU && heads_major_by_copies(cache, s))
-    return run_paged_prefill_cpu(q, cache, out, options, s);
-  if (run == detail::Run::CPU && s.Sq > attention_contract::kDecodeMaxQueries &&
-      s.H / s.Hkv * s.Sq > attention_contract::kDecodeRowBlock &&
-      s.longest * s.Hkv * std::max(s.D, s.Dv) <= INT32_MAX) {
+  if (run == detail::Run::CPU && copies_index_in_32_bits(s) &&
+      ((s.Sq > attention_contract::kDecodeMaxQueries &&
+        s.H / s.Hkv * s.Sq > attention_contract::kDecodeRowBlock) ||
+       heads_major_by_copies(cache, s))) {
     return run_paged_prefill_cpu(q, cache, out, options, s);
   }
   const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(s.D)));
