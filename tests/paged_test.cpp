@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -739,6 +740,59 @@ TEST(PagedAttention, RandomCases) {
     c.extra_columns = pick(0, 2);
     expect_paged_matches_reference(c);
   }
+}
+
+// Random calls over every route paged_attention takes on the CPU: one row over either layout (the
+// whole-split and row-block kernels), draft rows (as decode row blocks at D = 128), chunked
+// prefill through copies, windows that leave whole blocks behind, batches split by length, half
+// caches, shared prefixes and logsumexp without data. ATTENTION_PAGED_CASES=N runs N (default 4;
+// a long mode, README's reliability section).
+void expect_random_paged_cases_match_reference() {
+  std::mt19937_64 rng(attention_test::seed_for_current_test());
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const char* from_env = std::getenv("ATTENTION_PAGED_CASES");
+  const int cases = from_env != nullptr ? std::atoi(from_env) : 4;
+  for (int n = 0; n < cases; ++n) {
+    PagedCase c;
+    c.Hkv = pick(1, 3);
+    c.H = c.Hkv * (int64_t{1} << pick(0, 3));
+    const int64_t rows = pick(0, 4);
+    c.Sq = rows <= 1 ? 1 : rows == 2 ? pick(2, 3) : rows == 3 ? pick(4, 8) : pick(9, 20);
+    c.D = pick(0, 2) ? 128 : pick(0, 1) ? 64 : pick(1, 130);
+    c.Dv = pick(0, 3) ? c.D : pick(1, 130);
+    c.block_size = int64_t{1} << pick(0, 6);
+    c.layout = pick(0, 1) ? PagedKvLayout::BlocksSlotsHeads : PagedKvLayout::BlocksHeadsSlots;
+    const int64_t length_range = pick(0, 5);
+    const int64_t longest = length_range == 0 ? 2600 : length_range <= 2 ? 700 : 200;
+    for (int64_t b = pick(1, 6); b > 0; --b)
+      c.seq_lens.push_back(pick(0, 4) == 0 ? pick(0, 3) : pick(0, longest));
+    c.causal = pick(0, 3) ? attention::Causal::BottomRight : attention::Causal::None;
+    if (c.causal == attention::Causal::BottomRight) {
+      if (pick(0, 2) == 0) c.window = pick(0, 300);
+      if (pick(0, 4) == 0) c.window_forward = pick(0, 20);
+    }
+    c.query_lengths = pick(0, 3) == 0;
+    c.alibi = pick(0, 4) == 0;
+    if (pick(0, 4) == 0) c.softcap = 30.0f;
+    c.share_prefix = pick(0, 3) == 0;
+    c.logsumexp = pick(0, 5) != 0;
+    c.extra_columns = pick(0, 2);
+    const int64_t dtype = pick(0, 5);
+    c.cache_dtype = dtype == 0 ? DType::Float16 : dtype == 1 ? DType::BFloat16 : DType::Float32;
+    expect_paged_matches_reference(c);
+  }
+}
+
+TEST(PagedAttention, RandomServingRoutes) { expect_random_paged_cases_match_reference(); }
+
+// The same on the AVX2 variant, whose heads-major GQA decode (sequences past 2048 keys) runs
+// through copies of the keys.
+TEST(PagedAttention, RandomServingRoutesOnAvx2) {
+  const attention_test::Avx2VariantScope avx2;
+  if (!avx2.skip_reason().empty()) GTEST_SKIP() << avx2.skip_reason();
+  expect_random_paged_cases_match_reference();
 }
 
 // Bad caches: an error naming the argument (the sequence and block for a bad id), nothing written.

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <random>
@@ -47,6 +48,15 @@ std::string describe(const VarlenCase& c) {
                   " Dv=" + std::to_string(c.Dv) + " lengths q/k:";
   for (size_t b = 0; b < c.q_lengths.size(); ++b)
     s += " " + std::to_string(c.q_lengths[b]) + "/" + std::to_string(c.k_lengths[b]);
+  const VarlenMasks& m = c.masks;
+  if (m.causal != attention::Causal::None)
+    s += m.causal == attention::Causal::TopLeft ? " causal top-left" : " causal bottom-right";
+  if (m.window >= 0) s += " window " + std::to_string(m.window);
+  if (m.key_lengths) s += " key lengths";
+  if (m.query_lengths) s += " query lengths";
+  if (m.alibi) s += " alibi";
+  if (m.softcap > 0) s += " softcap";
+  if (!c.logsumexp) s += " logsumexp without data";
   return s + (c.fused_qkv ? " fused qkv" : "");
 }
 
@@ -360,6 +370,50 @@ TEST(VarlenSdpa, EmptyBatchAndNoTokens) {
   c.q_lengths = {0, 0};
   c.k_lengths = {3, 0};
   expect_varlen_matches_reference(c);  // Tq = 0
+}
+
+// Random packed batches over the routes a call can take: lengths 0 and 1 among prefills and decode
+// rows, sequences with more keys than queries (a cache ahead of the new tokens), GQA, D = 128 and
+// odd sizes, a fused QKV buffer, and every mask with a packed form. ATTENTION_VARLEN_CASES=N runs N
+// (default 4; a long mode, README's reliability section).
+TEST(VarlenSdpa, RandomBatches) {
+  std::mt19937_64 rng(attention_test::seed_for_current_test());
+  auto pick = [&](int64_t lo, int64_t hi) {
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
+  };
+  const char* from_env = std::getenv("ATTENTION_VARLEN_CASES");
+  const int cases = from_env != nullptr ? std::atoi(from_env) : 4;
+  for (int n = 0; n < cases; ++n) {
+    VarlenCase c;
+    c.Hkv = pick(1, 3);
+    c.H = c.Hkv * (int64_t{1} << pick(0, 2));
+    c.D = pick(0, 2) ? 128 : pick(0, 1) ? 64 : pick(1, 130);
+    c.Dv = pick(0, 3) ? c.D : pick(1, 130);
+    c.fused_qkv = c.D == c.Dv && pick(0, 4) == 0;
+    const int64_t longest = pick(0, 1) ? 300 : 40;
+    for (int64_t b = pick(1, 6); b > 0; --b) {
+      const int64_t keys = pick(0, 4) == 0 ? pick(0, 2) : pick(0, longest);
+      const int64_t kind = pick(0, 2);  // decode row, a few draft rows, a prefill chunk
+      const int64_t queries = c.fused_qkv ? keys
+                              : keys == 0 ? 0
+                              : kind == 0 ? 1
+                              : kind == 1 ? std::min<int64_t>(keys, pick(2, 5))
+                                          : pick(0, keys);
+      c.k_lengths.push_back(keys);
+      c.q_lengths.push_back(queries);
+    }
+    const int64_t causal = pick(0, 2);
+    c.masks.causal = causal == 0   ? attention::Causal::None
+                     : causal == 1 ? attention::Causal::TopLeft
+                                   : attention::Causal::BottomRight;
+    if (c.masks.causal != attention::Causal::None && pick(0, 2) == 0) c.masks.window = pick(0, 60);
+    c.masks.key_lengths = pick(0, 3) == 0;
+    c.masks.query_lengths = pick(0, 3) == 0;
+    c.masks.alibi = pick(0, 4) == 0;
+    if (pick(0, 4) == 0) c.masks.softcap = 20.0f;
+    c.logsumexp = pick(0, 5) != 0;
+    expect_varlen_matches_reference(c);
+  }
 }
 
 // Bad arguments: a clear error naming the argument (and the sequence), nothing written.
