@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <limits>
@@ -443,11 +444,14 @@ Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
 }
 
 // A window leaves each sequence's keys before seq_lens[b] - rows_b - window behind for every row
-// (rows_b: its valid rows; the diagonals are measured from each sequence's end). A CPU call whose
+// (rows_b: its valid rows; the diagonals are measured from each sequence's end). A call whose
 // window leaves whole blocks behind runs on a table without them and lengths shortened alike, and
-// sets *ran: the kernels' splits are planned over each sequence's length and compute every key of
-// theirs (1x32x1x16384x128, window 4095, block 16: 16.0-18.1 -> 3.7-5.2 ms; 8x32(8)x1x4096x128,
-// window 1023: 14.1-21.1 -> 3.6). Otherwise *ran = false.
+// sets *ran: the kernels' splits are planned over each sequence's length (CPU) or the table's
+// width (GPU) and compute every key of theirs. CPU: 1x32x1x16384x128, window 4095, block 16:
+// 16.0-18.1 -> 3.7-5.2 ms; 8x32(8)x1x4096x128, window 1023: 14.1-21.1 -> 3.6. OpenCL on PoCL
+// (host pools, copied each call): 1x32(8)x1x16384x128, window 4095: 162-174 -> 95-98 ms;
+// 8x32(8)x1x4096x128, window 1023: 309-354 -> 188-197; the first with 4 rows: 459-504 -> 199-206.
+// The pools are not offset (their device copies or handles stay whole). Otherwise *ran = false.
 Status run_paged_window(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
                         const SdpaOptions& options, const PagedShape& s, bool* ran) {
   *ran = false;
@@ -477,7 +481,8 @@ Status run_paged_window(const TensorView& q, const PagedKvCache& cache, const Te
           static_cast<int32_t>(int_at(cache.block_table, b, dropped[b] + n));
   }
   PagedKvCache cut = cache;
-  cut.block_table = TensorView::contiguous(table.data(), DType::Int32, {s.B, width});
+  cut.block_table =
+      TensorView::contiguous(table.data(), DType::Int32, {s.B, std::max<int64_t>(width, 1)});
   cut.seq_lens = TensorView::contiguous(lengths.data(), DType::Int32, {s.B});
   return paged_attention(q, cut, out, options);
 }
@@ -886,10 +891,10 @@ Status paged_attention(const TensorView& q, const PagedKvCache& cache, const Ten
   // (1x32x4096x128, block 16, ms: 3 rows 13.3 against 13.7, 4 rows 5.5 against 14.0; 5 rows 17.5
   // against 13.8, 16 rows 34.4 against 14.8; 1x32(16): 6 rows 5.2 against 5.8, 8 rows 6.2
   // against 5.8, 16 rows 10.1 against 6.1). AVX2's heads-major GQA decode takes the copies too.
+  bool ran = false;
+  ATTENTION_RETURN_IF_ERROR(run_paged_window(q, cache, out, options, s, &ran));
+  if (ran) return Status::ok_status();
   if (run == detail::Run::CPU) {
-    bool ran = false;
-    ATTENTION_RETURN_IF_ERROR(run_paged_window(q, cache, out, options, s, &ran));
-    if (ran) return Status::ok_status();
     ATTENTION_RETURN_IF_ERROR(run_paged_rows_as_decode(q, cache, out, options, s, &ran));
     if (ran) return Status::ok_status();
   }
