@@ -1,6 +1,7 @@
 // libFuzzer target: arbitrary tensor descriptors (ranks, shapes, strides, null and overlapping data
 // pointers, dtype and device codes, logsumexp, scale, masks) into scaled_dot_product_attention, and
-// (an eighth of the inputs) arbitrary paged caches and block tables into paged_attention. Every
+// (a sixteenth of the inputs each) arbitrary paged caches and block tables into paged_attention
+// and packed batches with arbitrary prefix sums into scaled_dot_product_attention_varlen. Every
 // call must either fail cleanly, leaving all memory as it was, or succeed with a result that
 // matches the naive reference and writes nothing outside its outputs. Built with ASan+UBSan, so an
 // out-of-bounds access or undefined behaviour anywhere in the call aborts the run.
@@ -20,6 +21,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "attention/attention.h"
@@ -269,16 +272,52 @@ void draw_mask(Bytes& in, const TensorView& q, const TensorView& k, DrawnMask& m
 // How the calls ended, printed at exit so a run shows that both paths were exercised.
 struct Outcomes {
   int64_t skipped = 0, rejected = 0, computed = 0, computed_half = 0, computed_wide = 0,
-          computed_masked = 0;
+          computed_masked = 0, computed_varlen = 0;
   ~Outcomes() {
     std::fprintf(stderr,
                  "sdpa_api_fuzzer: %lld calls rejected cleanly, %lld computed and matched the "
                  "reference (%lld with a Float16/BFloat16 tensor, %lld with 128 features, %lld "
-                 "with a mask), %lld inputs skipped (views outside the pool)\n",
+                 "with a mask, %lld packed batches), %lld inputs skipped (views outside the "
+                 "pool)\n",
                  (long long)rejected, (long long)computed, (long long)computed_half,
-                 (long long)computed_wide, (long long)computed_masked, (long long)skipped);
+                 (long long)computed_wide, (long long)computed_masked, (long long)computed_varlen,
+                 (long long)skipped);
   }
 } outcomes;
+
+// A finished call checked: a rejection carries a message and left the pool as it was (counted;
+// returns true), a success wrote nothing outside `outputs` (those with data).
+bool rejected_cleanly(const attention::Status& status, const std::vector<float>& pool,
+                      const std::vector<float>& pattern,
+                      std::initializer_list<const TensorView*> outputs, const char* api) {
+  const std::string name = api;
+  if (!status.ok()) {
+    if (status.message().empty()) fail((name + ": error without a message").c_str());
+    if (pool != pattern) fail((name + ": a rejected call wrote memory").c_str());
+    ++outcomes.rejected;
+    return true;
+  }
+  std::vector<bool> written(kPool * sizeof(float), false);
+  for (const TensorView* t : outputs) mark(*t, pool.data(), written);
+  const auto* now = reinterpret_cast<const unsigned char*>(pool.data());
+  const auto* before = reinterpret_cast<const unsigned char*>(pattern.data());
+  for (size_t i = 0; i < written.size(); ++i) {
+    if (!written[i] && now[i] != before[i])
+      fail((name + ": a call wrote outside its outputs").c_str());
+  }
+  return false;
+}
+
+// A view of the pool as it was before the call (outputs never overlap inputs); an empty view may
+// have null data.
+TensorView before_call(const TensorView& t, const std::vector<float>& pool,
+                       const std::vector<float>& pattern) {
+  TensorView view = t;
+  if (t.data != nullptr)
+    view.data =
+        const_cast<float*>(pattern.data()) + (static_cast<const float*>(t.data) - pool.data());
+  return view;
+}
 
 }  // namespace
 
@@ -316,25 +355,9 @@ void fuzz_paged(Bytes& in, std::vector<float>& pool, const std::vector<float>& p
     if (mode & 16) m.softcap = draw_softcap(in);
   }
   const attention::Status status = attention::paged_attention(q, cache, out, options);
-  if (!status.ok()) {
-    if (status.message().empty()) fail("paged: error without a message");
-    if (pool != pattern) fail("paged: a rejected call wrote memory");
-    return void(++outcomes.rejected);
-  }
-  std::vector<bool> written(kPool * sizeof(float), false);
-  mark(out, pool.data(), written);
-  const auto* now = reinterpret_cast<const unsigned char*>(pool.data());
-  const auto* before = reinterpret_cast<const unsigned char*>(pattern.data());
-  for (size_t i = 0; i < written.size(); ++i) {
-    if (!written[i] && now[i] != before[i]) fail("paged: a call wrote outside out");
-  }
+  if (rejected_cleanly(status, pool, pattern, {&out}, "paged")) return;
   if (out.numel() == 0) return void(++outcomes.computed);
-  auto original = [&](const TensorView& t) {
-    TensorView view = t;  // an empty pool (no blocks) may have null data
-    if (t.data != nullptr)
-      view.data = const_cast<float*>(pattern.data()) + (static_cast<float*>(t.data) - pool.data());
-    return dense(view);  // row-major values
-  };
+  auto original = [&](const TensorView& t) { return dense(before_call(t, pool, pattern)); };
   const std::vector<float> qv = original(q), kv = original(cache.k), vv = original(cache.v);
   const bool heads_outer = cache.layout == attention::PagedKvLayout::BlocksHeadsSlots;
   const int64_t H = q.shape[1], Sq = q.shape[2], D = q.shape[3], Dv = cache.v.shape[3];
@@ -369,6 +392,108 @@ void fuzz_paged(Bytes& in, std::vector<float>& pool, const std::vector<float>& p
   outcomes.computed_masked += !options.mask.empty();
 }
 
+// scaled_dot_product_attention_varlen with drawn packed views, prefix sums (from drawn lengths,
+// the last sequence taking what is left, or any values) and a mask with per-sequence lengths.
+// Checked as above, each sequence against the reference on its rows of the packed views.
+void fuzz_varlen(Bytes& in, std::vector<float>& pool, const std::vector<float>& pattern) {
+  const TensorView q = draw_view(in, pool.data()), k = draw_view(in, pool.data()),
+                   v = draw_view(in, pool.data()), out = draw_view(in, pool.data());
+  const uint8_t flags = in.take<uint8_t>();
+  const int64_t B = in.take<uint8_t>() % 6;
+  const int64_t Tq = q.rank == 3 ? q.shape[0] : 0, Tk = k.rank == 3 ? k.shape[0] : 0;
+  std::vector<int32_t> cu_q(static_cast<size_t>(B + 1), 0), cu_k(cu_q.size(), 0);
+  for (std::vector<int32_t>* cu : {&cu_q, &cu_k}) {
+    const int64_t total = cu == &cu_q ? Tq : Tk;
+    for (int64_t b = 0; b < B; ++b) {
+      (*cu)[b + 1] =
+          (flags & 1)
+              ? in.take<int32_t>()
+              : static_cast<int32_t>(std::min<int64_t>(total, (*cu)[b] + in.take<uint8_t>() % 6));
+    }
+    if (!(flags & 1) && !(flags & 2) && B > 0) cu->back() = static_cast<int32_t>(total);
+  }
+  attention::SdpaOptions options;
+  std::vector<int32_t> key_lengths, query_lengths;
+  if (flags & 4) {
+    attention::MaskOptions& m = options.mask;
+    const uint8_t mode = in.take<uint8_t>();
+    m.causal = static_cast<attention::Causal>(mode % 3);
+    if (mode & 4) m.window = (mode & 8) ? in.take<int64_t>() : in.take<uint8_t>() % 8;
+    m.alibi = mode & 16;
+    if (mode & 32) m.softcap = draw_softcap(in);
+    // Per-sequence lengths in [0, S_b + 1] (S_b + 1 must be rejected).
+    const auto lengths = [&](const std::vector<int32_t>& cu, std::vector<int32_t>& values,
+                             TensorView& view) {
+      for (int64_t b = 0; b < B; ++b) {
+        const int64_t full = std::max<int64_t>(int64_t{cu[b + 1]} - cu[b], 0);
+        values.push_back(static_cast<int32_t>(in.take<uint8_t>() % (full + 2)));
+      }
+      view = TensorView::contiguous(values.data(), attention::DType::Int32, {B});
+    };
+    if (mode & 64) lengths(cu_k, key_lengths, m.key_lengths);
+    if (mode & 128) lengths(cu_q, query_lengths, m.query_lengths);
+  }
+  if (flags & 8) options.logsumexp = draw_view(in, pool.data());
+  for (const TensorView* t :
+       {&q, &k, &v, &out, static_cast<const TensorView*>(&options.logsumexp)}) {
+    if (!inside_pool(*t, pool.data())) return void(++outcomes.skipped);
+  }
+  const TensorView cu_q_view =
+      TensorView::contiguous(cu_q.data(), attention::DType::Int32, {B + 1});
+  const TensorView cu_k_view =
+      TensorView::contiguous(cu_k.data(), attention::DType::Int32, {B + 1});
+  const attention::Status status =
+      attention::scaled_dot_product_attention_varlen(q, k, v, out, cu_q_view, cu_k_view, options);
+  if (rejected_cleanly(status, pool, pattern, {&out, &options.logsumexp}, "varlen")) return;
+  if (out.numel() == 0) return void(++outcomes.computed);
+  auto original = [&](const TensorView& t) { return dense(before_call(t, pool, pattern)); };
+  const std::vector<float> qv = original(q), kv = original(k), vv = original(v);
+  const int64_t H = q.shape[1], D = q.shape[2], Hkv = k.shape[1], Dv = v.shape[2];
+  const double scale = 1.0 / std::sqrt(double(D));
+  std::vector<double> want(static_cast<size_t>(Tq * H * Dv)), magnitude(want.size()),
+      want_lse(static_cast<size_t>(H * Tq));
+  for (int64_t b = 0; b < B; ++b) {
+    const int64_t Sq = cu_q[b + 1] - cu_q[b], Sk = cu_k[b + 1] - cu_k[b];
+    if (Sq == 0) continue;
+    // The sequence's rows as dense [1, heads, S, X] (packed rows are [T, heads, X]).
+    const auto rows = [](const std::vector<float>& packed, int64_t first, int64_t S, int64_t heads,
+                         int64_t X) {
+      std::vector<float> values(static_cast<size_t>(heads * S * X));
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t s = 0; s < S; ++s)
+          std::copy_n(&packed[((first + s) * heads + h) * X], X, &values[(h * S + s) * X]);
+      return values;
+    };
+    std::vector<float> qb = rows(qv, cu_q[b], Sq, H, D), kb = rows(kv, cu_k[b], Sk, Hkv, D),
+                       vb = rows(vv, cu_k[b], Sk, Hkv, Dv);
+    attention::MaskOptions mask = options.mask;
+    if (!key_lengths.empty())
+      mask.key_lengths = TensorView::contiguous(&key_lengths[b], attention::DType::Int32, {1});
+    if (!query_lengths.empty())
+      mask.query_lengths = TensorView::contiguous(&query_lengths[b], attention::DType::Int32, {1});
+    const TensorView qt = TensorView::contiguous(qb.data(), {1, H, Sq, D});
+    const TensorView kt = TensorView::contiguous(kb.data(), {1, Hkv, Sk, D});
+    const TensorView vt = TensorView::contiguous(vb.data(), {1, Hkv, Sk, Dv});
+    std::vector<double> seq_out, seq_lse, seq_magnitude;
+    reference_sdpa(qt, kt, vt, scale, &seq_out, &seq_lse, &mask);
+    reference_sdpa(qt, kt, absolute(vt, vb), scale, &seq_magnitude, nullptr, &mask);
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t i = 0; i < Sq; ++i) {
+        const int64_t t = cu_q[b] + i;
+        want_lse[h * Tq + t] = seq_lse[h * Sq + i];
+        for (int64_t d = 0; d < Dv; ++d) {
+          want[(t * H + h) * Dv + d] = seq_out[(h * Sq + i) * Dv + d];
+          magnitude[(t * H + h) * Dv + d] = seq_magnitude[(h * Sq + i) * Dv + d];
+        }
+      }
+  }
+  expect_close(dense(out), want, out.dtype, nullptr, &magnitude);
+  if (options.logsumexp.data != nullptr) expect_close(dense(options.logsumexp), want_lse);
+  ++outcomes.computed;
+  outcomes.computed_masked += !options.mask.empty();
+  outcomes.computed_varlen += 1;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static std::vector<float> pattern = [] {
     // Each float's upper half is 0x3f00-0x3f7f or its negative (fp32 ±[0.5, 1), f16 ±1.75-1.87,
@@ -390,8 +515,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // into one with 128 features (equal extents stay equal) or a paged one, with the same bytes.
   const uint8_t path = in.take<uint8_t>() % 8;
   wide_features = path == 6;
-  if (path == 7) {  // one input in 8 takes the paged API
-    fuzz_paged(in, pool, pattern);
+  if (path == 7) {  // one input in 8 takes the paged or (every other one) the varlen API
+    if (in.take<uint8_t>() & 1) {
+      fuzz_varlen(in, pool, pattern);
+    } else {
+      fuzz_paged(in, pool, pattern);
+    }
     return 0;
   }
   const TensorView q = draw_view(in, pool.data()), k = draw_view(in, pool.data()),
@@ -419,26 +548,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   const attention::Status status = attention::scaled_dot_product_attention(q, k, v, out, options);
-  if (!status.ok()) {
-    if (status.message().empty()) fail("error without a message");
-    if (pool != pattern) fail("a rejected call wrote memory");
-    ++outcomes.rejected;
-    return 0;
-  }
-  std::vector<bool> written(kPool * sizeof(float), false);
-  mark(out, pool.data(), written);
-  if (options.logsumexp.data != nullptr) mark(options.logsumexp, pool.data(), written);
-  const auto* now = reinterpret_cast<const unsigned char*>(pool.data());
-  const auto* before = reinterpret_cast<const unsigned char*>(pattern.data());
-  for (size_t i = 0; i < written.size(); ++i) {
-    if (!written[i] && now[i] != before[i]) fail("a call wrote outside its outputs");
-  }
-  // The reference reads the inputs from the original pattern (outputs never overlap inputs), as
-  // fp32 (half inputs widened).
+  if (rejected_cleanly(status, pool, pattern, {&out, &options.logsumexp}, "sdpa")) return 0;
+  // The reference reads the inputs as they were, as fp32 (half inputs widened).
   auto original = [&](const TensorView& t, std::vector<float>& storage) {
-    TensorView view = t;
-    if (t.data != nullptr) view.data = pattern.data() + (static_cast<float*>(t.data) - pool.data());
-    return widened(view, storage);
+    return widened(before_call(t, pool, pattern), storage);
   };
   std::vector<float> q32, k32, v32;
   std::vector<double> want_out, want_lse;
