@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <optional>
@@ -752,8 +751,7 @@ void expect_random_paged_cases_match_reference() {
   auto pick = [&](int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
   };
-  const char* from_env = std::getenv("ATTENTION_PAGED_CASES");
-  const int cases = from_env != nullptr ? std::atoi(from_env) : 4;
+  const int cases = attention_test::random_case_count("ATTENTION_PAGED_CASES", 4);
   for (int n = 0; n < cases; ++n) {
     PagedCase c;
     c.Hkv = pick(1, 3);

@@ -21,9 +21,8 @@ constexpr int kDefaultCases = 5000;
 constexpr int64_t kMaxWork = 1'500'000;
 
 int cases_per_shard() {
-  const char* from_env = std::getenv("ATTENTION_FUZZ_CASES");
-  const long total = from_env != nullptr ? std::strtol(from_env, nullptr, 10) : kDefaultCases;
-  return static_cast<int>((std::max(total, 1L) + kShards - 1) / kShards);
+  const int total = random_case_count("ATTENTION_FUZZ_CASES", kDefaultCases);
+  return (total + kShards - 1) / kShards;
 }
 
 enum class Values { kUnit, kTiny, kExactLarge };

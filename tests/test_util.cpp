@@ -209,6 +209,12 @@ uint64_t base_seed() {
   return seed;
 }
 
+int random_case_count(const char* variable, int fallback) {
+  const char* from_env = std::getenv(variable);
+  return from_env != nullptr ? static_cast<int>(std::max(std::strtol(from_env, nullptr, 10), 1L))
+                             : fallback;
+}
+
 uint64_t seed_for_current_test() {
   const ::testing::TestInfo* test = ::testing::UnitTest::GetInstance()->current_test_info();
   const std::string name = std::string(test->test_suite_name()) + "." + test->name();

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <random>
@@ -381,8 +380,7 @@ TEST(VarlenSdpa, RandomBatches) {
   auto pick = [&](int64_t lo, int64_t hi) {
     return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
   };
-  const char* from_env = std::getenv("ATTENTION_VARLEN_CASES");
-  const int cases = from_env != nullptr ? std::atoi(from_env) : 4;
+  const int cases = attention_test::random_case_count("ATTENTION_VARLEN_CASES", 4);
   for (int n = 0; n < cases; ++n) {
     VarlenCase c;
     c.Hkv = pick(1, 3);
