@@ -18,6 +18,7 @@
 #include "attention/attention.h"
 #include "kernel_choice.h"
 #include "kernel_table.h"
+#include "random_cases.h"
 #include "reference/sdpa_reference.h"
 #include "test_util.h"
 
@@ -26,6 +27,7 @@ namespace {
 using attention::DType;
 using attention::PagedKvLayout;
 using attention::TensorView;
+using attention_test::uniform;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
@@ -719,24 +721,23 @@ TEST(PagedLengthGroups, SplitsOnlyWhereItSaves) {
 
 TEST(PagedAttention, RandomCases) {
   std::mt19937_64 rng(attention_test::seed_for_current_test());
-  auto pick = [&](int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
   for (int n = 0; n < 12; ++n) {
     PagedCase c;
-    c.Hkv = pick(1, 3);
-    c.H = c.Hkv * pick(1, 4);
-    c.Sq = pick(1, 3) == 1 ? pick(2, 9) : 1;
-    c.D = pick(1, 70);
-    c.Dv = pick(1, 70);
-    c.block_size = int64_t{1} << pick(0, 6);
-    c.layout = pick(0, 1) ? PagedKvLayout::BlocksSlotsHeads : PagedKvLayout::BlocksHeadsSlots;
-    for (int64_t b = pick(1, 4); b > 0; --b) c.seq_lens.push_back(pick(0, 200));
-    c.causal = pick(0, 1) ? attention::Causal::BottomRight : attention::Causal::None;
-    if (c.causal == attention::Causal::BottomRight && pick(0, 1)) c.window = pick(0, 40);
-    c.query_lengths = pick(0, 3) == 0;
-    c.alibi = pick(0, 3) == 0;
-    c.extra_columns = pick(0, 2);
+    c.Hkv = uniform(rng, 1, 3);
+    c.H = c.Hkv * uniform(rng, 1, 4);
+    c.Sq = uniform(rng, 1, 3) == 1 ? uniform(rng, 2, 9) : 1;
+    c.D = uniform(rng, 1, 70);
+    c.Dv = uniform(rng, 1, 70);
+    c.block_size = int64_t{1} << uniform(rng, 0, 6);
+    c.layout =
+        uniform(rng, 0, 1) ? PagedKvLayout::BlocksSlotsHeads : PagedKvLayout::BlocksHeadsSlots;
+    for (int64_t b = uniform(rng, 1, 4); b > 0; --b) c.seq_lens.push_back(uniform(rng, 0, 200));
+    c.causal = uniform(rng, 0, 1) ? attention::Causal::BottomRight : attention::Causal::None;
+    if (c.causal == attention::Causal::BottomRight && uniform(rng, 0, 1))
+      c.window = uniform(rng, 0, 40);
+    c.query_lengths = uniform(rng, 0, 3) == 0;
+    c.alibi = uniform(rng, 0, 3) == 0;
+    c.extra_columns = uniform(rng, 0, 2);
     expect_paged_matches_reference(c);
   }
 }
@@ -748,36 +749,37 @@ TEST(PagedAttention, RandomCases) {
 // a long mode, README's reliability section).
 void expect_random_paged_cases_match_reference() {
   std::mt19937_64 rng(attention_test::seed_for_current_test());
-  auto pick = [&](int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
   const int cases = attention_test::random_case_count("ATTENTION_PAGED_CASES", 4);
   for (int n = 0; n < cases; ++n) {
     PagedCase c;
-    c.Hkv = pick(1, 3);
-    c.H = c.Hkv * (int64_t{1} << pick(0, 3));
-    const int64_t rows = pick(0, 4);
-    c.Sq = rows <= 1 ? 1 : rows == 2 ? pick(2, 3) : rows == 3 ? pick(4, 8) : pick(9, 20);
-    c.D = pick(0, 2) ? 128 : pick(0, 1) ? 64 : pick(1, 130);
-    c.Dv = pick(0, 3) ? c.D : pick(1, 130);
-    c.block_size = int64_t{1} << pick(0, 6);
-    c.layout = pick(0, 1) ? PagedKvLayout::BlocksSlotsHeads : PagedKvLayout::BlocksHeadsSlots;
-    const int64_t length_range = pick(0, 5);
+    c.Hkv = uniform(rng, 1, 3);
+    c.H = c.Hkv * (int64_t{1} << uniform(rng, 0, 3));
+    const int64_t rows = uniform(rng, 0, 4);
+    c.Sq = rows <= 1   ? 1
+           : rows == 2 ? uniform(rng, 2, 3)
+           : rows == 3 ? uniform(rng, 4, 8)
+                       : uniform(rng, 9, 20);
+    c.D = uniform(rng, 0, 2) ? 128 : uniform(rng, 0, 1) ? 64 : uniform(rng, 1, 130);
+    c.Dv = uniform(rng, 0, 3) ? c.D : uniform(rng, 1, 130);
+    c.block_size = int64_t{1} << uniform(rng, 0, 6);
+    c.layout =
+        uniform(rng, 0, 1) ? PagedKvLayout::BlocksSlotsHeads : PagedKvLayout::BlocksHeadsSlots;
+    const int64_t length_range = uniform(rng, 0, 5);
     const int64_t longest = length_range == 0 ? 2600 : length_range <= 2 ? 700 : 200;
-    for (int64_t b = pick(1, 6); b > 0; --b)
-      c.seq_lens.push_back(pick(0, 4) == 0 ? pick(0, 3) : pick(0, longest));
-    c.causal = pick(0, 3) ? attention::Causal::BottomRight : attention::Causal::None;
+    for (int64_t b = uniform(rng, 1, 6); b > 0; --b)
+      c.seq_lens.push_back(uniform(rng, 0, 4) == 0 ? uniform(rng, 0, 3) : uniform(rng, 0, longest));
+    c.causal = uniform(rng, 0, 3) ? attention::Causal::BottomRight : attention::Causal::None;
     if (c.causal == attention::Causal::BottomRight) {
-      if (pick(0, 2) == 0) c.window = pick(0, 300);
-      if (pick(0, 4) == 0) c.window_forward = pick(0, 20);
+      if (uniform(rng, 0, 2) == 0) c.window = uniform(rng, 0, 300);
+      if (uniform(rng, 0, 4) == 0) c.window_forward = uniform(rng, 0, 20);
     }
-    c.query_lengths = pick(0, 3) == 0;
-    c.alibi = pick(0, 4) == 0;
-    if (pick(0, 4) == 0) c.softcap = 30.0f;
-    c.share_prefix = pick(0, 3) == 0;
-    c.logsumexp = pick(0, 5) != 0;
-    c.extra_columns = pick(0, 2);
-    const int64_t dtype = pick(0, 5);
+    c.query_lengths = uniform(rng, 0, 3) == 0;
+    c.alibi = uniform(rng, 0, 4) == 0;
+    if (uniform(rng, 0, 4) == 0) c.softcap = 30.0f;
+    c.share_prefix = uniform(rng, 0, 3) == 0;
+    c.logsumexp = uniform(rng, 0, 5) != 0;
+    c.extra_columns = uniform(rng, 0, 2);
+    const int64_t dtype = uniform(rng, 0, 5);
     c.cache_dtype = dtype == 0 ? DType::Float16 : dtype == 1 ? DType::BFloat16 : DType::Float32;
     expect_paged_matches_reference(c);
   }

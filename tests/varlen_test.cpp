@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "random_cases.h"
 #include "reference/sdpa_reference.h"
 #include "test_util.h"
 
@@ -22,6 +23,7 @@ using attention::DType;
 using attention::TensorView;
 using attention_test::HalfCopy;
 using attention_test::Tensor;
+using attention_test::uniform;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
@@ -377,39 +379,37 @@ TEST(VarlenSdpa, EmptyBatchAndNoTokens) {
 // (default 4; a long mode, README's reliability section).
 TEST(VarlenSdpa, RandomBatches) {
   std::mt19937_64 rng(attention_test::seed_for_current_test());
-  auto pick = [&](int64_t lo, int64_t hi) {
-    return std::uniform_int_distribution<int64_t>(lo, hi)(rng);
-  };
   const int cases = attention_test::random_case_count("ATTENTION_VARLEN_CASES", 4);
   for (int n = 0; n < cases; ++n) {
     VarlenCase c;
-    c.Hkv = pick(1, 3);
-    c.H = c.Hkv * (int64_t{1} << pick(0, 2));
-    c.D = pick(0, 2) ? 128 : pick(0, 1) ? 64 : pick(1, 130);
-    c.Dv = pick(0, 3) ? c.D : pick(1, 130);
-    c.fused_qkv = c.D == c.Dv && pick(0, 4) == 0;
-    const int64_t longest = pick(0, 1) ? 300 : 40;
-    for (int64_t b = pick(1, 6); b > 0; --b) {
-      const int64_t keys = pick(0, 4) == 0 ? pick(0, 2) : pick(0, longest);
-      const int64_t kind = pick(0, 2);  // decode row, a few draft rows, a prefill chunk
+    c.Hkv = uniform(rng, 1, 3);
+    c.H = c.Hkv * (int64_t{1} << uniform(rng, 0, 2));
+    c.D = uniform(rng, 0, 2) ? 128 : uniform(rng, 0, 1) ? 64 : uniform(rng, 1, 130);
+    c.Dv = uniform(rng, 0, 3) ? c.D : uniform(rng, 1, 130);
+    c.fused_qkv = c.D == c.Dv && uniform(rng, 0, 4) == 0;
+    const int64_t longest = uniform(rng, 0, 1) ? 300 : 40;
+    for (int64_t b = uniform(rng, 1, 6); b > 0; --b) {
+      const int64_t keys = uniform(rng, 0, 4) == 0 ? uniform(rng, 0, 2) : uniform(rng, 0, longest);
+      const int64_t kind = uniform(rng, 0, 2);  // decode row, a few draft rows, a prefill chunk
       const int64_t queries = c.fused_qkv ? keys
                               : keys == 0 ? 0
                               : kind == 0 ? 1
-                              : kind == 1 ? std::min<int64_t>(keys, pick(2, 5))
-                                          : pick(0, keys);
+                              : kind == 1 ? std::min<int64_t>(keys, uniform(rng, 2, 5))
+                                          : uniform(rng, 0, keys);
       c.k_lengths.push_back(keys);
       c.q_lengths.push_back(queries);
     }
-    const int64_t causal = pick(0, 2);
+    const int64_t causal = uniform(rng, 0, 2);
     c.masks.causal = causal == 0   ? attention::Causal::None
                      : causal == 1 ? attention::Causal::TopLeft
                                    : attention::Causal::BottomRight;
-    if (c.masks.causal != attention::Causal::None && pick(0, 2) == 0) c.masks.window = pick(0, 60);
-    c.masks.key_lengths = pick(0, 3) == 0;
-    c.masks.query_lengths = pick(0, 3) == 0;
-    c.masks.alibi = pick(0, 4) == 0;
-    if (pick(0, 4) == 0) c.masks.softcap = 20.0f;
-    c.logsumexp = pick(0, 5) != 0;
+    if (c.masks.causal != attention::Causal::None && uniform(rng, 0, 2) == 0)
+      c.masks.window = uniform(rng, 0, 60);
+    c.masks.key_lengths = uniform(rng, 0, 3) == 0;
+    c.masks.query_lengths = uniform(rng, 0, 3) == 0;
+    c.masks.alibi = uniform(rng, 0, 4) == 0;
+    if (uniform(rng, 0, 4) == 0) c.masks.softcap = 20.0f;
+    c.logsumexp = uniform(rng, 0, 5) != 0;
     expect_varlen_matches_reference(c);
   }
 }
