@@ -411,8 +411,9 @@ struct PagedItems {
   // pool), Q·Kᵀ (P·V) takes the heads outside the keys, so it still reads its pool in order.
   // Undefined: never.
   Halide::Expr k_heads_outer, v_heads_outer;
-  // The pools, which Q·Kᵀ (every dot product, and GQA row blocks) and the whole-split P·V
-  // prefetch prefetch_keys key positions ahead, one line per vector (undefined: no prefetch).
+  // The pools, which the GQA row blocks' Q·Kᵀ and the whole-split P·V prefetch prefetch_keys key
+  // positions ahead, one line per vector, and every other dot product line by line as it reads
+  // them (undefined: no prefetch).
   Halide::Parameter k_pool, v_pool;
   Halide::Expr prefetch_keys;
 };
@@ -593,10 +594,13 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
   f.scores.update().specialize(wide_keys).reorder(d_lane, x.i, x.h, x.j).atomic().vectorize(d_lane);
   // Vectors of dot_lanes lanes: the backend splits them into independent registers.
   lanes.compute_at(f.scores, x.i).vectorize(lane);
-  // A paged pool: each line of a key's row of k is prefetched prefetch_keys positions ahead (the
-  // dot's vector split into its lines, so Halide's prefetch box is one line; 1x32x1x4096x128, block
-  // 16: 4.0 -> 3.6-3.7 ms). Not for a heads-major pool, where a head's next key is the next row
-  // (8 keys ahead there: 4.3-4.5 -> 4.8 ms).
+  // A paged pool: each line of a key's row of k is prefetched as it is read (the dot's vector split
+  // into its lines, so Halide's prefetch box is one line). Not ahead: here the lanes' key loop has
+  // extent 1, and Halide 21 drops it, and with it any key offset, before it computes the box.
+  // Measured against no prefetch on 1x32x1x4096x128: 6.0-6.4 against 6.7-7.4 ms on one core,
+  // 3.4-3.9 against 3.8-4.5 on two. A schedule whose prefetch did reach 2, 4 or 8 positions ahead
+  // (keys in pairs inside the heads, so the loop survives) ran no faster than this one
+  // (bench/RESULTS.md). Not for a heads-major pool (4.3-4.5 -> 4.8 ms there).
   if (paged.k_pool.defined()) {
     Var line("lane_line"), in_line("lane_in_line");
     if (paged.k_heads_outer.defined()) {
@@ -607,7 +611,7 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
         .split(lane, line, in_line, t.vector)
         .vectorize(in_line)
         .unroll(line)
-        .prefetch(paged.k_pool, line, x.j, paged.prefetch_keys, PrefetchBoundStrategy::NonFaulting);
+        .prefetch(paged.k_pool, line, x.j, 0, PrefetchBoundStrategy::NonFaulting);
   } else {
     lanes.update().reorder(lane, d_outer).vectorize(lane);
   }
