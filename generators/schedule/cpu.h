@@ -412,8 +412,8 @@ struct PagedItems {
   // Undefined: never.
   Halide::Expr k_heads_outer, v_heads_outer;
   // The pools, which the GQA row blocks' Q·Kᵀ and the whole-split P·V prefetch prefetch_keys key
-  // positions ahead, one line per vector, and every other dot product line by line as it reads
-  // them (undefined: no prefetch).
+  // positions ahead, one line per vector, and every other dot product one key position ahead,
+  // line by line (undefined: no prefetch).
   Halide::Parameter k_pool, v_pool;
   Halide::Expr prefetch_keys;
 };
@@ -542,6 +542,7 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
   const bool all_heads = paged.all_heads;
   const Expr &k_heads_outer = paged.k_heads_outer, &v_heads_outer = paged.v_heads_outer;
   Var item("item"), split_head("split_head"), lane("lane"), kv_head("kv_head"), group("group");
+  Var key_pair("key_pair"), key_in_pair("key_in_pair");
   RVar d_outer("d_outer"), d_lane("d_lane"), key_outer("key_outer"), key_lane("key_lane");
   f.split_result.compute_root();
   if (all_heads) {
@@ -583,6 +584,13 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
   // A heads-major paged pool: heads outside the keys instead, each head's keys read in order
   // (1x32x1x4096x128, blocks of 16 or 64: 7.2 -> 4.0-4.8 ms; across the heads, each head's rows
   // lie a block apart).
+  // A paged pool's whole-split kernel: the keys in pairs, the rows outside them, the lanes computed
+  // for a pair's every head at once, so their key loop (extent 2) survives lowering and k can be
+  // prefetched a key position ahead (below). A heads-major pool keeps one key at a time. Not the
+  // predicated kernel: there its heads-major block-16 decode ran 10-15% slower on two threads
+  // (4.0-4.3 -> 4.6-5.0 ms, P·V's share up, the lowered Q·Kᵀ the same; partly the binary's or
+  // the machine's, see bench/RESULTS.md).
+  const bool paged_pool = paged.k_pool.defined() && f.whole_split_pv;
   if (all_heads && k_heads_outer.defined()) {
     f.scores.update()
         .specialize(wide_keys)
@@ -591,27 +599,41 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
         .atomic()
         .vectorize(d_lane);
   }
-  f.scores.update().specialize(wide_keys).reorder(d_lane, x.i, x.h, x.j).atomic().vectorize(d_lane);
+  Stage keys_outer = f.scores.update().specialize(wide_keys);
+  if (paged_pool) {
+    keys_outer.split(x.j, key_pair, key_in_pair, 2, TailStrategy::GuardWithIf)
+        .reorder(d_lane, x.h, key_in_pair, x.i, key_pair);
+  } else {
+    keys_outer.reorder(d_lane, x.i, x.h, x.j);
+  }
+  keys_outer.atomic().vectorize(d_lane);
   // Vectors of dot_lanes lanes: the backend splits them into independent registers.
   lanes.compute_at(f.scores, x.i).vectorize(lane);
-  // A paged pool: each line of a key's row of k is prefetched as it is read (the dot's vector split
-  // into its lines, so Halide's prefetch box is one line). Not ahead: here the lanes' key loop has
-  // extent 1, and Halide 21 drops it, and with it any key offset, before it computes the box.
-  // Measured against no prefetch on 1x32x1x4096x128: 6.0-6.4 against 6.7-7.4 ms on one core,
-  // 3.4-3.9 against 3.8-4.5 on two. A schedule whose prefetch did reach 2, 4 or 8 positions ahead
-  // (keys in pairs inside the heads, so the loop survives) ran no faster than this one
-  // (bench/RESULTS.md). Not for a heads-major pool (4.3-4.5 -> 4.8 ms there).
+  if (paged_pool) {
+    // A pair's lanes (every head's), the lane innermost. On the stack: the heads' count would
+    // otherwise put them on the heap.
+    lanes.store_in(MemoryType::Stack).reorder_storage(lane, x.j);
+  }
+  // A paged pool: each line of a key's row of k is prefetched one key position ahead (every head's
+  // row of that key, in a slots-major pool 16 KiB ahead at 32 kv heads), the dot's vector split
+  // into its lines so Halide's prefetch box is one line. Measured on 1x32x1x4096x128 against the
+  // line prefetched as it is read (keys one at a time, where the lanes' key loop has extent 1 and
+  // Halide 21 drops it and any key offset with it), blocks of 16 / 64: one thread 6.1-6.7 /
+  // 6.1-6.7 -> 5.2-5.6 / 5.2-5.4 ms, two 3.6-4.1 / 3.5-3.8 -> 3.4-3.8 / 3.5-3.6 (contiguous
+  // 4.1-4.5 and 2.9-3.2). The pairs with the line prefetched as it is read: 4.5-4.6 ms on two.
+  // Not for a heads-major pool (4.3-4.5 -> 4.8 ms there).
   if (paged.k_pool.defined()) {
     Var line("lane_line"), in_line("lane_in_line");
     if (paged.k_heads_outer.defined()) {
       lanes.update().specialize(paged.k_heads_outer).reorder(lane, d_outer).vectorize(lane);
     }
+    // Keys one at a time (the predicated kernel): the line as it is read (offset dropped).
     lanes.update()
-        .reorder(lane, d_outer)
+        .reorder(lane, d_outer, x.i, x.h, x.j)
         .split(lane, line, in_line, t.vector)
         .vectorize(in_line)
         .unroll(line)
-        .prefetch(paged.k_pool, line, x.j, 0, PrefetchBoundStrategy::NonFaulting);
+        .prefetch(paged.k_pool, line, x.j, paged_pool ? 1 : 0, PrefetchBoundStrategy::NonFaulting);
   } else {
     lanes.update().reorder(lane, d_outer).vectorize(lane);
   }
