@@ -590,7 +590,7 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
   // predicated kernel: there its heads-major block-16 decode ran 10-15% slower on two threads
   // (4.0-4.3 -> 4.6-5.0 ms, P·V's share up, the lowered Q·Kᵀ the same; partly the binary's or
   // the machine's, see bench/RESULTS.md).
-  const bool paged_pool = paged.k_pool.defined() && f.whole_split_pv;
+  const bool keys_in_pairs = paged.k_pool.defined() && f.whole_split_pv;
   if (all_heads && k_heads_outer.defined()) {
     f.scores.update()
         .specialize(wide_keys)
@@ -600,7 +600,7 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
         .vectorize(d_lane);
   }
   Stage keys_outer = f.scores.update().specialize(wide_keys);
-  if (paged_pool) {
+  if (keys_in_pairs) {
     keys_outer.split(x.j, key_pair, key_in_pair, 2, TailStrategy::GuardWithIf)
         .reorder(d_lane, x.h, key_in_pair, x.i, key_pair);
   } else {
@@ -609,7 +609,7 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
   keys_outer.atomic().vectorize(d_lane);
   // Vectors of dot_lanes lanes: the backend splits them into independent registers.
   lanes.compute_at(f.scores, x.i).vectorize(lane);
-  if (paged_pool) {
+  if (keys_in_pairs) {
     // A pair's lanes (every head's), the lane innermost. On the stack: the heads' count would
     // otherwise put them on the heap.
     lanes.store_in(MemoryType::Stack).reorder_storage(lane, x.j);
@@ -627,13 +627,15 @@ inline void schedule_decode_stages(SdpaFuncs& f, const CpuTiling& t, Halide::Var
     if (paged.k_heads_outer.defined()) {
       lanes.update().specialize(paged.k_heads_outer).reorder(lane, d_outer).vectorize(lane);
     }
-    // Keys one at a time (the predicated kernel): the line as it is read (offset dropped).
+    // Both paged kernels. The pairs prefetch a key ahead; keys one at a time (the predicated
+    // kernel) prefetch the line as it is read, offset 0 (Halide would drop any other).
     lanes.update()
         .reorder(lane, d_outer, x.i, x.h, x.j)
         .split(lane, line, in_line, t.vector)
         .vectorize(in_line)
         .unroll(line)
-        .prefetch(paged.k_pool, line, x.j, paged_pool ? 1 : 0, PrefetchBoundStrategy::NonFaulting);
+        .prefetch(paged.k_pool, line, x.j, keys_in_pairs ? 1 : 0,
+                  PrefetchBoundStrategy::NonFaulting);
   } else {
     lanes.update().reorder(lane, d_outer).vectorize(lane);
   }

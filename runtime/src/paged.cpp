@@ -469,19 +469,20 @@ Status run_paged_window(const TensorView& q, const PagedKvCache& cache, const Te
   }
   if (most == 0) return Status::ok_status();
   *ran = true;
-  // Entries past a sequence's blocks are never read: block 0 stands in.
-  std::vector<int32_t> table(static_cast<size_t>(s.B * std::max<int64_t>(width, 1)), 0),
+  // Entries past a sequence's blocks are never read: block 0 stands in. At least one column, so
+  // the table is a valid [B, columns] view even when every sequence is empty.
+  const int64_t columns = std::max<int64_t>(width, 1);
+  std::vector<int32_t> table(static_cast<size_t>(s.B * columns), 0),
       lengths(static_cast<size_t>(s.B));
   for (int64_t b = 0; b < s.B; ++b) {
     lengths[b] = static_cast<int32_t>(int_at(cache.seq_lens, b) - dropped[b] * s.block_size);
     const int64_t used = (lengths[b] + s.block_size - 1) / s.block_size;
     for (int64_t n = 0; n < used; ++n)
-      table[static_cast<size_t>(b * width + n)] =
+      table[static_cast<size_t>(b * columns + n)] =
           static_cast<int32_t>(int_at(cache.block_table, b, dropped[b] + n));
   }
   PagedKvCache cut = cache;
-  cut.block_table =
-      TensorView::contiguous(table.data(), DType::Int32, {s.B, std::max<int64_t>(width, 1)});
+  cut.block_table = TensorView::contiguous(table.data(), DType::Int32, {s.B, columns});
   cut.seq_lens = TensorView::contiguous(lengths.data(), DType::Int32, {s.B});
   return paged_attention(q, cut, out, options);
 }
