@@ -412,8 +412,9 @@ struct PagedItems {
   // Undefined: never.
   Halide::Expr k_heads_outer, v_heads_outer;
   // The pools, which the GQA row blocks' Q·Kᵀ and the whole-split P·V prefetch prefetch_keys key
-  // positions ahead, one line per vector, and every other dot product one key position ahead,
-  // line by line (undefined: no prefetch).
+  // positions ahead, one line per vector, and every other dot product line by line: a key
+  // position ahead in the whole-split kernel (its keys in pairs), as it reads them in the
+  // predicated one (undefined: no prefetch).
   Halide::Parameter k_pool, v_pool;
   Halide::Expr prefetch_keys;
 };
