@@ -26,6 +26,11 @@ set(ATTENTION_X86_TARGETS
 set(ATTENTION_X86_BF16_TARGET
     x86-64-linux-sse41-avx-f16c-fma-avx2-avx512-avx512_skylake-avx512_cannonlake-avx512_zen4
     CACHE STRING "Halide target of the native bf16 prefill kernel (x86)")
+# AMX (tdpbf16ps) for the bf16 prefill on Intel Sapphire Rapids and later: the BF16 target plus
+# Halide's avx512_sapphirerapids. A process must ask Linux for the tile state before the first
+# tile instruction (arch_prctl ARCH_REQ_XCOMP_PERM); Halide 21 does not.
+set(ATTENTION_X86_AMX_TARGET ${ATTENTION_X86_BF16_TARGET}-avx512_sapphirerapids
+    CACHE STRING "Halide target of the AMX bf16 prefill kernel (x86)")
 # ARM: the NEON baseline. arm_dot_prod and arm_fp16 give the fp32 kernels nothing (Halide 21
 # emits the same code with them), so no variants.
 set(ATTENTION_ARM_TARGETS arm-64-linux CACHE STRING "Halide targets of the aarch64 kernels, best first")

@@ -9,8 +9,10 @@
 #include <cpuid.h>
 #endif
 
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -347,34 +349,12 @@ bool cpu_has_avx512_bf16() {
 #endif
 }
 
-// Unmasked prefill with bfloat16 q, k, v and out: the native kernel (vdpbf16ps) on a CPU with
-// AVX-512 BF16, the widening path elsewhere. The native kernel rounds the softmax weights to
-// bfloat16 before P·V (FlashAttention's P), so it is held to the half rule on its own: key counts
-// off whole blocks and below one, GQA, D = 2 and 128, Dv off whole vectors, padded and
-// interleaved layouts, logsumexp (fp32, the fp32 rule).
-TEST(Bf16Prefill, NativeKernelMatchesReference) {
-  const bool native = cpu_has_avx512_bf16();
+// Each case through the public API with bfloat16 q, k, v and out, against the naive loops of the
+// kernel that ran (softmax weights rounded to bfloat16 where `native`): the half rule for out, the
+// fp32 rule for logsumexp.
+void check_bf16_prefill_cases(const std::vector<SdpaCase>& cases, bool native) {
   const DType bf16 = DType::BFloat16;
-  EXPECT_EQ(
-      attention::sdpa_kernel_name(1, 8, 300, 500, 64, false, bf16, bf16) == "sdpa_bf16_prefill",
-      native);
-  // Masks, odd D, decode shapes and other dtypes never take it.
-  EXPECT_NE(attention::sdpa_kernel_name(1, 8, 300, 500, 64, true, bf16, bf16), "sdpa_bf16_prefill");
-  EXPECT_NE(attention::sdpa_kernel_name(1, 8, 300, 500, 63, false, bf16, bf16),
-            "sdpa_bf16_prefill");
-  EXPECT_NE(attention::sdpa_kernel_name(1, 8, 2, 500, 64, false, bf16, bf16), "sdpa_bf16_prefill");
-  EXPECT_NE(attention::sdpa_kernel_name(1, 8, 300, 500, 64, false, bf16, DType::Float32),
-            "sdpa_bf16_prefill");
-  if (!native) std::cout << "[ NOTE ] no AVX-512 BF16 here: the widening path ran instead\n";
   const uint64_t seed = seed_for_current_test();
-  const SdpaCase cases[] = {
-      sdpa_case(1, 4, 4, 300, 500, 64, 64).with_logsumexp(),
-      sdpa_case(2, 4, 2, 37, 77, 2, 40).with_logsumexp(),
-      sdpa_case(1, 2, 1, 130, 1000, 128, 24).layout(Layout::kPadded),
-      sdpa_case(1, 3, 3, 9, 5, 16, 8).with_logsumexp(),
-      sdpa_case(2, 2, 2, 65, 129, 32, 17)
-          .layouts(Layout::kBSHD, Layout::kSHBD, Layout::kDense, Layout::kPadded),
-  };
   for (const SdpaCase& c : cases) {
     SCOPED_TRACE(describe(c) + ", " + seed_note(seed));
     SdpaTensors t(c, seed);
@@ -404,6 +384,88 @@ TEST(Bf16Prefill, NativeKernelMatchesReference) {
       EXPECT_TRUE(t.lse.outside_view_holds(std::numeric_limits<float>::quiet_NaN()));
     }
   }
+}
+
+// Unmasked prefill with bfloat16 q, k, v and out: the native kernel (vdpbf16ps) on a CPU with
+// AVX-512 BF16, the widening path elsewhere. The native kernel rounds the softmax weights to
+// bfloat16 before P·V (FlashAttention's P), so it is held to the half rule on its own: key counts
+// off whole blocks and below one, GQA, D = 2 and 128, Dv off whole vectors, padded and
+// interleaved layouts, logsumexp (fp32, the fp32 rule).
+TEST(Bf16Prefill, NativeKernelMatchesReference) {
+  const bool native = cpu_has_avx512_bf16();
+  const DType bf16 = DType::BFloat16;
+  EXPECT_EQ(
+      is_native_bf16_prefill(attention::sdpa_kernel_name(1, 8, 300, 500, 64, false, bf16, bf16)),
+      native);
+  // Masks, odd D, decode shapes and other dtypes never take it.
+  EXPECT_FALSE(
+      is_native_bf16_prefill(attention::sdpa_kernel_name(1, 8, 300, 500, 64, true, bf16, bf16)));
+  EXPECT_FALSE(
+      is_native_bf16_prefill(attention::sdpa_kernel_name(1, 8, 300, 500, 63, false, bf16, bf16)));
+  EXPECT_FALSE(
+      is_native_bf16_prefill(attention::sdpa_kernel_name(1, 8, 2, 500, 64, false, bf16, bf16)));
+  EXPECT_FALSE(is_native_bf16_prefill(
+      attention::sdpa_kernel_name(1, 8, 300, 500, 64, false, bf16, DType::Float32)));
+  if (!native) std::cout << "[ NOTE ] no AVX-512 BF16 here: the widening path ran instead\n";
+  check_bf16_prefill_cases(
+      {
+          sdpa_case(1, 4, 4, 300, 500, 64, 64).with_logsumexp(),
+          sdpa_case(2, 4, 2, 37, 77, 2, 40).with_logsumexp(),
+          sdpa_case(1, 2, 1, 130, 1000, 128, 24).layout(Layout::kPadded),
+          sdpa_case(1, 3, 3, 9, 5, 16, 8).with_logsumexp(),
+          sdpa_case(2, 2, 2, 65, 129, 32, 17)
+              .layouts(Layout::kBSHD, Layout::kSHBD, Layout::kDense, Layout::kPadded),
+      },
+      native);
+}
+
+// Whether this CPU has AMX-TILE and AMX-BF16 (CPUID leaf 7, edx bits 24 and 22), read apart
+// from the runtime's check (which also asks Linux for the tile state, and reads
+// ATTENTION_CPU_AMX).
+bool cpu_has_amx_bf16() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  return (d & (1u << 22)) != 0 && (d & (1u << 24)) != 0;
+#else
+  return false;
+#endif
+}
+
+// The AMX kernel (sdpa_bf16_amx_prefill) where the CPU has AMX, the vdpbf16ps kernel for the
+// shapes its tiles do not take (Sq < 32, D off 32, Dv off 16, Sk > 8192). Its own cases: 32-row
+// work items with the last one shifted inwards (Sq 32, 33, 97, 131), one key and keys off whole
+// 32-key blocks, GQA and MQA, D 32/64/128 with Dv 16 to 128, strided and interleaved layouts.
+TEST(Bf16Prefill, AmxKernelMatchesReference) {
+  const char* env = std::getenv("ATTENTION_CPU_AMX");
+  const bool amx = cpu_has_amx_bf16() && !(env != nullptr && std::string(env) == "0");
+  const DType bf16 = DType::BFloat16;
+  const auto kernel = [&](int64_t Sq, int64_t Sk, int64_t D) {
+    return attention::sdpa_kernel_name(1, 8, Sq, Sk, D, false, bf16, bf16);
+  };
+  EXPECT_EQ(kernel(300, 500, 64) == "sdpa_bf16_amx_prefill", amx);
+  EXPECT_EQ(kernel(32, 1, 128) == "sdpa_bf16_amx_prefill", amx);
+  EXPECT_EQ(kernel(32, 8192, 32) == "sdpa_bf16_amx_prefill", amx);
+  for (const auto& [Sq, Sk, D] :
+       {std::array<int64_t, 3>{31, 500, 64}, {300, 500, 48}, {300, 8193, 64}, {300, 500, 2}}) {
+    EXPECT_NE(kernel(Sq, Sk, D), "sdpa_bf16_amx_prefill") << Sq << " " << Sk << " " << D;
+  }
+  if (!amx) {
+    GTEST_SKIP() << "no AMX-BF16 on this CPU (or ATTENTION_CPU_AMX=0): the vdpbf16ps kernel or "
+                    "the widening path serves these calls";
+  }
+  check_bf16_prefill_cases(
+      {
+          sdpa_case(1, 2, 2, 32, 1, 64, 64).with_logsumexp(),
+          sdpa_case(1, 3, 3, 33, 31, 128, 128).with_logsumexp(),
+          sdpa_case(2, 4, 2, 97, 77, 64, 48).with_logsumexp(),
+          sdpa_case(1, 4, 1, 131, 523, 32, 16).layout(Layout::kPadded),
+          sdpa_case(2, 2, 2, 64, 129, 64, 64)
+              .layouts(Layout::kBSHD, Layout::kSHBD, Layout::kDense, Layout::kPadded)
+              .with_logsumexp(),
+          sdpa_case(1, 1, 1, 40, 1000, 128, 112),
+      },
+      /*native=*/true);
 }
 
 // Values beyond Float16's range give ±inf in a Float16 output (the fp32 result is finite);

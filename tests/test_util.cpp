@@ -528,6 +528,10 @@ attention::GpuOptions test_gpu_options(int64_t head_unit, int64_t Sq, int64_t Sk
   return gpu;
 }
 
+bool is_native_bf16_prefill(const std::string& kernel) {
+  return kernel == "sdpa_bf16_prefill" || kernel == "sdpa_bf16_amx_prefill";
+}
+
 attention::DType native_bf16_weights(const attention::TensorView& q, const attention::TensorView& k,
                                      const attention::TensorView& v, attention::DType dtype,
                                      bool masked) {
@@ -536,8 +540,8 @@ attention::DType native_bf16_weights(const attention::TensorView& q, const atten
   const bool dense_rows = q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1;
   const bool native =
       cpu && dense_rows &&
-      attention::sdpa_kernel_name(q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3],
-                                  masked, dtype, dtype) == "sdpa_bf16_prefill";
+      is_native_bf16_prefill(attention::sdpa_kernel_name(
+          q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3], masked, dtype, dtype));
   return native ? attention::DType::BFloat16 : attention::DType::Float32;
 }
 

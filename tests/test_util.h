@@ -208,6 +208,9 @@ class HalfCopy {
 // half-precision views (all `dtype`) and mask: BFloat16 where the native bf16 prefill runs it
 // (FlashAttention's P: weights rounded for P·V, whose naive loops reference_sdpa's
 // weights_storage gives), Float32 otherwise.
+// Whether `kernel` (an sdpa_kernel_name) is one of the native bf16 prefill kernels: vdpbf16ps
+// (sdpa_bf16_prefill) or AMX (sdpa_bf16_amx_prefill). Both round the softmax weights to bfloat16.
+bool is_native_bf16_prefill(const std::string& kernel);
 attention::DType native_bf16_weights(const attention::TensorView& q, const attention::TensorView& k,
                                      const attention::TensorView& v, attention::DType dtype,
                                      bool masked);

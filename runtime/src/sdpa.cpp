@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "amx_prefill.h"
 #include "attention/attention.h"
 #include "gpu.h"
 #include "half_precision.h"
@@ -283,7 +284,8 @@ Status run_half_kv_decode(const detail::HalfKvDecodeRow& row, const detail::Kern
 }
 
 // The native bf16 prefill (detail::bf16_prefill_for): q, k and v read as stored, out rounded
-// from the kernel's fp32 result. Rows must be contiguous (Halide's inputs take dense rows).
+// from the kernel's fp32 result; on AMX where it serves the shape (detail::amx_prefill_serves).
+// Rows must be contiguous (Halide's inputs take dense rows).
 Status run_bf16_prefill(const detail::KernelSlot<decltype(&sdpa_f32_prefill)>& kernel,
                         const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView& out, const SdpaOptions& options) {
@@ -293,6 +295,10 @@ Status run_bf16_prefill(const detail::KernelSlot<decltype(&sdpa_f32_prefill)>& k
   ATTENTION_RETURN_IF_ERROR(result.stage(out));
   std::vector<float> lse_scratch;
   const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
+  if (detail::amx_prefill_serves(Sq, k.shape[2], D, v.shape[3])) {
+    ATTENTION_RETURN_IF_ERROR(detail::run_amx_prefill(q, k, v, result.view(), lse, scale));
+    return result.finish();
+  }
   detail::HalideView hq(q), hk(k), hv(v), hout(result.view()), hlse(lse);
   ATTENTION_RETURN_IF_ERROR(detail::run_kernel(
       kernel.name, kernel.fn, hq.get(), hk.get(), hv.get(), scale,

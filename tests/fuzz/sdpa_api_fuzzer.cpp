@@ -32,6 +32,11 @@
 
 namespace {
 
+// The native bf16 prefill kernels (vdpbf16ps and AMX), as sdpa_kernel_name names them.
+bool is_native_bf16_prefill(const std::string& kernel) {
+  return kernel == "sdpa_bf16_prefill" || kernel == "sdpa_bf16_amx_prefill";
+}
+
 constexpr int64_t kPool = int64_t{1} << 14;  // floats
 
 // This input's views draw a last extent of 128 where they would draw 8 to 11 (draw_view).
@@ -368,7 +373,8 @@ void fuzz_paged(Bytes& in, std::vector<float>& pool, const std::vector<float>& p
   std::vector<double> want(static_cast<size_t>(B * H * Sq * Dv)), magnitude(want.size());
   for (int64_t b = 0; b < B; ++b) {
     const int64_t Sk = lengths[b];
-    std::vector<float> kb(static_cast<size_t>(Hkv * Sk * D)), vb(static_cast<size_t>(Hkv * Sk * Dv));
+    std::vector<float> kb(static_cast<size_t>(Hkv * Sk * D)),
+        vb(static_cast<size_t>(Hkv * Sk * Dv));
     for (int64_t h = 0; h < Hkv; ++h)
       for (int64_t j = 0; j < Sk; ++j) {
         const int64_t block = table[b * width + j / bs];
@@ -566,12 +572,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // its naive loops do too (reference_sdpa's weights_storage). A masked call may take it where its
   // pieces hide nothing (on all or some of the keys), so one is measured against both.
   const attention::DType bf16 = attention::DType::BFloat16;
-  const bool native =
-      q.dtype == bf16 && k.dtype == bf16 && v.dtype == bf16 && out.dtype == bf16 &&
-      q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1 &&
-      (!options.mask.empty() ||
-       attention::sdpa_kernel_name(q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3],
-                                   false, bf16, bf16) == "sdpa_bf16_prefill");
+  const bool native = q.dtype == bf16 && k.dtype == bf16 && v.dtype == bf16 && out.dtype == bf16 &&
+                      q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1 &&
+                      (!options.mask.empty() || is_native_bf16_prefill(attention::sdpa_kernel_name(
+                                                    q.shape[0], q.shape[1], q.shape[2], k.shape[2],
+                                                    q.shape[3], false, bf16, bf16)));
   std::vector<double> naive_out;
   if (native) {
     reference_sdpa(original(q, q32), original(k, k32), original(v, v32), scale, &naive_out, nullptr,

@@ -1,0 +1,163 @@
+// Generator "sdpa_amx_head": unmasked bfloat16 prefill of one head on Intel AMX (tdpbf16ps
+// tiles). The runtime (runtime/src/amx_prefill.cpp) packs each kv head's K and V once and calls
+// it per query head.
+//
+// Inputs, all bfloat16, every min 0:
+//   q  (d, i)     one head's queries, D a multiple of 32 (a tile row holds 32 bfloat16).
+//   kp (p, j, dp) keys in AMX's VNNI layout: kp(p, j, dp) = k(2 dp + p, j), zeros for j >= Sk;
+//                 j spans Sk rounded up to 32.
+//   vp (p, c, jp) values in the VNNI layout: vp(p, c, jp) = v(c, 2 jp + p), zeros for keys past
+//                 Sk; c spans Dv, a multiple of 16 (one accumulator tile's columns).
+//   scale, seq_k (Sk >= 1).
+// Outputs: out (c, i) fp32 and lse (i) fp32, natural-log logsumexp of the scaled scores.
+//
+// Per work item (a tile of query rows): S = q·kᵀ on AMX into blocks of 32 keys, the row max, the
+// weights P = exp(scale·(S - max)), rounded to bfloat16 for P·V (FlashAttention's P; the row sum
+// and logsumexp take them unrounded), then P·V on AMX. The
+// whole row of scores stays in the work item's scratch (QT × Sk fp32), so no split results and no
+// combine: one pass over the keys per matmul.
+//
+// Halide 21's AMX lowering (ExtractTileOperations) matches index shapes exactly; what it needs,
+// found by reducing generators that failed with "Store to AMX tile allocation of a non-tile value":
+// - operands as 2-D (lhs) and 3-D VNNI (rhs) buffers with no further dimension: a head or batch
+//   index adds a term the matcher does not fold, hence one head per call;
+// - the rhs from an input buffer: a stage computed in the pipeline has an even stride that the
+//   simplifier turns into shifts, which the matcher does not read;
+// - the tile consumer's allocation with constant strides and constant extents (bound_extent):
+//   a dynamic row stride leaves a broadcast-times-ramp the matcher does not read. Hence the scores
+//   in blocks of 32 keys, S(jj, i, jb).
+#include "Halide.h"
+#include "algorithm/bfloat16.h"
+#include "attention/generator/math.h"
+
+namespace {
+
+using namespace Halide;
+
+class SdpaAmxHead : public Generator<SdpaAmxHead> {
+ public:
+  // Query rows per work item: two accumulator tiles of 16 rows.
+  GeneratorParam<int> query_tile{"query_tile", 32};
+
+  Input<Buffer<bfloat16_t, 2>> q{"q"};
+  Input<Buffer<bfloat16_t, 3>> kp{"kp"};
+  Input<Buffer<bfloat16_t, 3>> vp{"vp"};
+  Input<float> scale{"scale"};
+  Input<int32_t> seq_k{"seq_k"};
+  Output<Buffer<float, 2>> out{"out"};
+  Output<Buffer<float, 1>> lse{"lse"};
+
+  void generate() {
+    _halide_user_assert(get_target().has_feature(Target::AVX512_SapphireRapids))
+        << "sdpa_amx_head needs a target with avx512_sapphirerapids (AMX), got "
+        << get_target().to_string() << "\n";
+    for (int d = 0; d < 2; ++d) q.dim(d).set_min(0);
+    for (int d = 0; d < 3; ++d) kp.dim(d).set_min(0), vp.dim(d).set_min(0);
+    q.dim(0).set_stride(1);
+    const Expr D = q.dim(0).extent(), Sk = seq_k;
+    const Expr keys = kp.dim(1).extent();  // Sk rounded up to 32
+    add_requirement(D % 32 == 0, "sdpa_amx_head: D must be a multiple of 32, got ", D);
+    add_requirement(vp.dim(1).extent() % 16 == 0, "sdpa_amx_head: Dv must be a multiple of 16");
+    add_requirement(keys % 32 == 0 && Sk >= 1 && Sk <= keys && vp.dim(2).extent() * 2 == keys,
+                    "sdpa_amx_head: kp and vp must hold Sk rounded up to 32 keys");
+    add_requirement(q.dim(1).extent() >= query_tile, "sdpa_amx_head: needs at least ",
+                    Expr(int(query_tile)), " query rows");
+
+    // scores(jj, i, jb) = Σ_d q(d, i) k(d, 32 jb + jj): blocks of 32 keys.
+    rd = RDom(0, 32, 0, D / 32, "rd");
+    const Expr d = rd.x + 32 * rd.y;
+    scores_(jj, i, jb) = 0.0f;
+    scores_(jj, i, jb) +=
+        cast<float>(cast<float>(q(d, i))) * cast<float>(kp(d % 2, jj + 32 * jb, d / 2));
+    stored_scores_ = scores_.in();
+
+    // The row max and the weights in the log2 domain of the scaled scores (scale may be negative).
+    const Expr log2_scale = scale * float(M_LOG2E);
+    rb = RDom(0, keys / 32, "rb");
+    RDom r32(0, 32, "r32");
+    const Expr seen = jj + 32 * rb < Sk;
+    block_max_(jj, i) = float(-INFINITY);
+    block_max_(jj, i) = max(block_max_(jj, i),
+                            select(seen, stored_scores_(jj, i, rb) * log2_scale, float(-INFINITY)));
+    row_max_(i) = maximum(block_max_(r32, i));
+
+    // P in fp32 for the row sum, and rounded to bfloat16 as P·V takes it; zero past Sk. The
+    // coarse exp2 (relative error 2.7e-6) as in the vdpbf16ps kernel.
+    const Expr weight = select(jj + 32 * jb < Sk,
+                               attention::math::exp2_nonpositive(
+                                   stored_scores_(jj, i, jb) * log2_scale - row_max_(i), true),
+                               0.0f);
+    weights_(jj, i, jb) = Tuple(weight, attention_gen::round_to_bfloat16(weight));
+    block_sum_(jj, i) = 0.0f;
+    block_sum_(jj, i) += weights_(jj, i, rb)[0];
+    row_sum_(i) = sum(block_sum_(r32, i));
+
+    // pv(c, i) = Σ_j P(j, i) v(c, j), keys 32 at a time.
+    rj = RDom(0, 32, 0, keys / 32, "rj");
+    const Expr j = rj.x + 32 * rj.y;
+    pv_(c, i) = 0.0f;
+    pv_(c, i) +=
+        cast<float>(cast<float>(weights_(rj.x, i, rj.y)[1])) * cast<float>(vp(j % 2, c, j / 2));
+    stored_pv_ = pv_.in();
+
+    out(c, i) = stored_pv_(c, i) / row_sum_(i);
+    lse(i) = row_max_(i) * float(M_LN2) + log(row_sum_(i));
+  }
+
+  void schedule() {
+    const int QT = query_tile;
+    Var io("io"), ii("ii"), xi("xi"), yi("yi");
+    // Work items: tiles of QT rows; the last one shifted inwards (hence Sq >= QT).
+    out.split(i, io, ii, QT, TailStrategy::ShiftInwards).reorder(c, ii, io).parallel(io);
+    out.vectorize(c, 16);
+    lse.split(i, io, ii, QT, TailStrategy::ShiftInwards).parallel(io);
+    lse.compute_with(out, io);
+
+    // Q·Kᵀ: one 16 × 16 fp32 accumulator tile at a time, 32 features per tdpbf16ps.
+    stored_scores_.compute_at(out, io)
+        .bound_extent(jj, 32)
+        .bound_extent(i, QT)
+        .reorder(jj, i, jb)
+        .tile(jj, i, xi, yi, 16, 16)
+        .vectorize(xi)
+        .vectorize(yi);
+    scores_.compute_at(stored_scores_, jj).store_in(MemoryType::AMXTile).vectorize(jj).vectorize(i);
+    scores_.update().reorder(rd.x, jj, i, rd.y).atomic().vectorize(rd.x).vectorize(jj).vectorize(i);
+
+    block_max_.compute_at(out, io).vectorize(jj, 16);
+    block_max_.update().reorder(jj, i, rb).vectorize(jj, 16);
+    row_max_.compute_at(out, io);
+    weights_.compute_at(out, io).bound_extent(jj, 32).bound_extent(i, QT).vectorize(jj, 16);
+    block_sum_.compute_at(out, io).vectorize(jj, 16);
+    block_sum_.update().reorder(jj, i, rb).vectorize(jj, 16);
+    row_sum_.compute_at(out, io);
+
+    // P·V: 16 rows × 16 values per tile, 32 keys per tdpbf16ps.
+    stored_pv_.compute_at(out, io)
+        .bound_extent(i, QT)
+        .tile(c, i, xi, yi, 16, 16)
+        .vectorize(xi)
+        .vectorize(yi);
+    pv_.compute_at(stored_pv_, c).store_in(MemoryType::AMXTile).vectorize(c).vectorize(i);
+    pv_.update().reorder(rj.x, c, i, rj.y).atomic().vectorize(rj.x).vectorize(c).vectorize(i);
+
+    q.set_estimates({{0, 64}, {0, 512}});
+    kp.set_estimates({{0, 2}, {0, 512}, {0, 32}});
+    vp.set_estimates({{0, 2}, {0, 64}, {0, 256}});
+    scale.set_estimate(0.125f);
+    seq_k.set_estimate(512);
+    out.set_estimates({{0, 64}, {0, 512}});
+    lse.set_estimates({{0, 512}});
+  }
+
+ private:
+  Var c{"c"}, i{"i"}, jj{"jj"}, jb{"jb"};
+  RDom rd, rb, rj;  // features, key blocks, keys (32 per tile step)
+  Func scores_{"scores"}, stored_scores_, block_max_{"block_max"}, row_max_{"row_max"};
+  Func weights_{"weights"}, block_sum_{"block_sum"}, row_sum_{"row_sum"};
+  Func pv_{"pv"}, stored_pv_;
+};
+
+}  // namespace
+
+HALIDE_REGISTER_GENERATOR(SdpaAmxHead, sdpa_amx_head)
