@@ -1,6 +1,6 @@
-// Generator "sdpa_amx_head": unmasked bfloat16 prefill of one head on Intel AMX (tdpbf16ps
-// tiles). The runtime (runtime/src/amx_prefill.cpp) packs each kv head's K and V once and calls
-// it per query head.
+// Generator "sdpa_amx_head": bfloat16 prefill of one head on Intel AMX (tdpbf16ps tiles),
+// unmasked or causal. The runtime (runtime/src/amx_prefill.cpp) packs each kv head's K and V once
+// and calls it per query head (causal: per chunk of rows, on the keys the chunk sees).
 //
 // Inputs, all bfloat16, every min 0:
 //   q  (d, i)     one head's queries, D a multiple of 32 (a tile row holds 32 bfloat16).
@@ -8,7 +8,7 @@
 //                 j spans Sk rounded up to 32.
 //   vp (p, c, jp) values in the VNNI layout: vp(p, c, jp) = v(c, 2 jp + p), zeros for keys past
 //                 Sk; c spans Dv, a multiple of 16 (one accumulator tile's columns).
-//   scale, seq_k (Sk >= 1).
+//   scale, seq_k (Sk >= 1), causal_offset (row i sees keys j <= i + causal_offset).
 // Outputs: out (c, i) fp32 and lse (i) fp32, natural-log logsumexp of the scaled scores.
 //
 // Per work item (a tile of query rows): S = q·kᵀ on AMX into blocks of 32 keys, the row max, the
@@ -44,6 +44,9 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
   Input<Buffer<bfloat16_t, 3>> vp{"vp"};
   Input<float> scale{"scale"};
   Input<int32_t> seq_k{"seq_k"};
+  // Causal masks: row i sees key j only if j <= i + causal_offset (the runtime passes 1 << 30 for
+  // none, and keeps each row's first key visible).
+  Input<int32_t> causal_offset{"causal_offset"};
   Output<Buffer<float, 2>> out{"out"};
   Output<Buffer<float, 1>> lse{"lse"};
 
@@ -75,15 +78,16 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     const Expr log2_scale = scale * float(M_LOG2E);
     rb = RDom(0, keys / 32, "rb");
     RDom r32(0, 32, "r32");
-    const Expr seen = jj + 32 * rb < Sk;
+    const auto visible = [&](const Expr& key) { return key < Sk && key <= i + causal_offset; };
+    const Expr seen = visible(jj + 32 * rb);
     block_max_(jj, i) = float(-INFINITY);
     block_max_(jj, i) = max(block_max_(jj, i),
                             select(seen, stored_scores_(jj, i, rb) * log2_scale, float(-INFINITY)));
     row_max_(i) = maximum(block_max_(r32, i));
 
-    // P in fp32 for the row sum, and rounded to bfloat16 as P·V takes it; zero past Sk. The
+    // P in fp32 for the row sum, and rounded to bfloat16 as P·V takes it; zero where hidden. The
     // coarse exp2 (relative error 2.7e-6) as in the vdpbf16ps kernel.
-    const Expr weight = select(jj + 32 * jb < Sk,
+    const Expr weight = select(visible(jj + 32 * jb),
                                attention::math::exp2_nonpositive(
                                    stored_scores_(jj, i, jb) * log2_scale - row_max_(i), true),
                                0.0f);
@@ -146,6 +150,7 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     vp.set_estimates({{0, 2}, {0, 64}, {0, 256}});
     scale.set_estimate(0.125f);
     seq_k.set_estimate(512);
+    causal_offset.set_estimate(1 << 30);
     out.set_estimates({{0, 64}, {0, 512}});
     lse.set_estimates({{0, 512}});
   }

@@ -349,10 +349,11 @@ bool cpu_has_avx512_bf16() {
 #endif
 }
 
-// Each case through the public API with bfloat16 q, k, v and out, against the naive loops of the
-// kernel that ran (softmax weights rounded to bfloat16 where `native`): the half rule for out, the
-// fp32 rule for logsumexp.
-void check_bf16_prefill_cases(const std::vector<SdpaCase>& cases, bool native) {
+// Each case through the public API with bfloat16 q, k, v and out and the mask `causal`, against
+// the naive loops of the kernel that ran (softmax weights rounded to bfloat16 where `native`): the
+// half rule for out, the fp32 rule for logsumexp.
+void check_bf16_prefill_cases(const std::vector<SdpaCase>& cases, bool native,
+                              attention::Causal causal = attention::Causal::None) {
   const DType bf16 = DType::BFloat16;
   const uint64_t seed = seed_for_current_test();
   for (const SdpaCase& c : cases) {
@@ -363,6 +364,7 @@ void check_bf16_prefill_cases(const std::vector<SdpaCase>& cases, bool native) {
     HalfCopy q(t.q.view(), bf16), k(t.k.view(), bf16), v(t.v.view(), bf16), out(t.out.view(), bf16);
     attention::SdpaOptions options;
     options.scale = c.scale;
+    options.mask.causal = causal;
     if (c.logsumexp) options.logsumexp = t.lse.view();
     const attention::Status status =
         attention::scaled_dot_product_attention(q.view(), k.view(), v.view(), out.view(), options);
@@ -370,12 +372,13 @@ void check_bf16_prefill_cases(const std::vector<SdpaCase>& cases, bool native) {
     out.write_back();
     // The naive loops of the kernel that ran: softmax weights rounded to bfloat16 where native.
     std::vector<double> want_out, want_lse, naive_out;
+    const attention::MaskOptions* mask = options.mask.empty() ? nullptr : &options.mask;
     reference_sdpa(q.rounded(), k.rounded(), v.rounded(), c.effective_scale(), &want_out,
-                   c.logsumexp ? &want_lse : nullptr, nullptr);
-    const DType weights = native_bf16_weights(q.view(), k.view(), v.view(), bf16, false);
+                   c.logsumexp ? &want_lse : nullptr, mask);
+    const DType weights = native_bf16_weights(q.view(), k.view(), v.view(), bf16, options.mask);
     EXPECT_EQ(weights, native ? bf16 : DType::Float32);
     reference_sdpa(q.rounded(), k.rounded(), v.rounded(), c.effective_scale(), &naive_out, nullptr,
-                   nullptr, weights);
+                   mask, weights);
     EXPECT_TRUE(
         matches_half_reference(t.out.to_dense(), want_out, t.out.shape(), bf16, &naive_out));
     EXPECT_TRUE(t.out.outside_view_holds(std::numeric_limits<float>::quiet_NaN()));
@@ -466,6 +469,20 @@ TEST(Bf16Prefill, AmxKernelMatchesReference) {
           sdpa_case(1, 1, 1, 40, 1000, 128, 112),
       },
       /*native=*/true);
+  // Causal masks, in chunks of 128 rows over the keys each chunk sees: a last chunk under 32 rows
+  // merged into the one before (Sq 159, 161), bottom-right with Sq < Sk and Sq == Sk, GQA.
+  for (const attention::Causal causal :
+       {attention::Causal::TopLeft, attention::Causal::BottomRight}) {
+    SCOPED_TRACE(causal == attention::Causal::TopLeft ? "top-left" : "bottom-right");
+    check_bf16_prefill_cases(
+        {
+            sdpa_case(1, 2, 2, 32, 32, 64, 64).with_logsumexp(),
+            sdpa_case(1, 4, 2, 159, 300, 64, 64).with_logsumexp(),
+            sdpa_case(2, 2, 1, 161, 161, 128, 48).layout(Layout::kPadded),
+            sdpa_case(1, 2, 2, 300, 517, 32, 32).with_logsumexp(),
+        },
+        /*native=*/true, causal);
+  }
 }
 
 // Values beyond Float16's range give ±inf in a Float16 output (the fp32 result is finite);

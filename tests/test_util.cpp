@@ -9,6 +9,7 @@
 #include <limits>
 #include <sstream>
 
+#include "amx_prefill.h"
 #include "kernel_choice.h"
 #include "kernel_table.h"
 #include "reference/sdpa_reference.h"
@@ -534,14 +535,16 @@ bool is_native_bf16_prefill(const std::string& kernel) {
 
 attention::DType native_bf16_weights(const attention::TensorView& q, const attention::TensorView& k,
                                      const attention::TensorView& v, attention::DType dtype,
-                                     bool masked) {
+                                     const attention::MaskOptions& mask) {
   const attention::Backend backend = test_backend();
   const bool cpu = backend == attention::Backend::CPU || backend == attention::Backend::Auto;
   const bool dense_rows = q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1;
-  const bool native =
-      cpu && dense_rows &&
-      is_native_bf16_prefill(attention::sdpa_kernel_name(
-          q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3], masked, dtype, dtype));
+  int64_t causal_offset = 0;
+  const bool native = cpu && dense_rows &&
+                      (is_native_bf16_prefill(attention::sdpa_kernel_name(
+                           q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3],
+                           !mask.empty(), dtype, dtype)) ||
+                       attention::detail::amx_prefill_takes(q, k, v, q, mask, &causal_offset));
   return native ? attention::DType::BFloat16 : attention::DType::Float32;
 }
 
@@ -588,7 +591,7 @@ void run_and_compare_half(const SdpaCase& c, const attention::TensorView& q,
   reference_sdpa(hq.rounded(), hk.rounded(), hv.rounded(), c.effective_scale(), &reference_out,
                  c.logsumexp ? &reference_lse : nullptr, reference_mask);
   const attention::DType weights =
-      native_bf16_weights(hq.view(), hk.view(), hv.view(), dtype, !mask.empty());
+      native_bf16_weights(hq.view(), hk.view(), hv.view(), dtype, half_mask);
   if (weights != attention::DType::Float32) {
     reference_sdpa(hq.rounded(), hk.rounded(), hv.rounded(), c.effective_scale(), &naive_out,
                    nullptr, reference_mask, weights);

@@ -204,16 +204,17 @@ class HalfCopy {
                                                   attention::DType dtype,
                                                   const std::vector<double>* naive = nullptr);
 
-// The softmax weights' storage type of the CPU kernel that serves an SDPA call with these
-// half-precision views (all `dtype`) and mask: BFloat16 where the native bf16 prefill runs it
-// (FlashAttention's P: weights rounded for P·V, whose naive loops reference_sdpa's
-// weights_storage gives), Float32 otherwise.
 // Whether `kernel` (an sdpa_kernel_name) is one of the native bf16 prefill kernels: vdpbf16ps
 // (sdpa_bf16_prefill) or AMX (sdpa_bf16_amx_prefill). Both round the softmax weights to bfloat16.
 bool is_native_bf16_prefill(const std::string& kernel);
+
+// The softmax weights' storage type of the CPU kernel that serves an SDPA call with these
+// half-precision views (all `dtype`) and mask: BFloat16 where a native bf16 prefill runs it
+// (FlashAttention's P: weights rounded for P·V, whose naive loops reference_sdpa's
+// weights_storage gives; unmasked calls, and on AMX lone causal masks too), Float32 otherwise.
 attention::DType native_bf16_weights(const attention::TensorView& q, const attention::TensorView& k,
                                      const attention::TensorView& v, attention::DType dtype,
-                                     bool masked);
+                                     const attention::MaskOptions& mask);
 
 // One scaled_dot_product_attention problem.
 struct SdpaCase {
@@ -248,9 +249,9 @@ struct MaskSpec {
   attention::Causal causal = attention::Causal::None;
   int64_t window = -1, window_forward = 0;
   bool key_lengths = false, query_lengths = false;  // random lengths in [0, S]
-  bool full_lengths = false;  // the lengths given are all Sk / Sq instead (they hide nothing)
-  bool bool_mask = false;                           // random, ~25% hidden
-  bool additive_mask = false;                       // random in [-2, 2], ~25% hidden_value
+  bool full_lengths = false;   // the lengths given are all Sk / Sq instead (they hide nothing)
+  bool bool_mask = false;      // random, ~25% hidden
+  bool additive_mask = false;  // random in [-2, 2], ~25% hidden_value
   bool mask_batch_broadcast = false, mask_head_broadcast = false;  // size-1 B / H dims
   float hidden_value = -INFINITY;  // what additive_mask hides with (-inf or e.g. -FLT_MAX)
   bool alibi = false, custom_slopes = false;

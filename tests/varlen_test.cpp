@@ -184,7 +184,7 @@ class VarlenRun {
           attention_test::native_bf16_weights(sequence_view(hq->view(), cu_q_[b], Sq),
                                               sequence_view(hk->view(), cu_k_[b], Sk),
                                               sequence_view(hv->view(), cu_k_[b], Sk), dtype,
-                                              !mask.empty()) == DType::BFloat16) {
+                                              mask) == DType::BFloat16) {
         reference_sdpa(sq, sk, sv, 1.0 / std::sqrt(double(c_.D)), &seq_naive, nullptr, m,
                        DType::BFloat16);
         bf16_weights = true;

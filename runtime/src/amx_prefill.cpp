@@ -2,6 +2,7 @@
 
 #include <HalideRuntime.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -10,6 +11,7 @@
 
 #include "generated_kernels.h"
 #include "halide_view.h"
+#include "kernel_table.h"
 #include "validate.h"
 #if ATTENTION_AMX_PREFILL
 #include <cpuid.h>
@@ -71,13 +73,52 @@ bool amx_prefill_serves(int64_t Sq, int64_t Sk, int64_t D, int64_t Dv) {
   return halide_can_use_target_features(kWords, features) != 0;
 }
 
+bool amx_prefill_takes(const TensorView& q, const TensorView& k, const TensorView& v,
+                       const TensorView& out, const MaskOptions& mask, int64_t* causal_offset) {
+  for (const TensorView* t : {&q, &k, &v, &out}) {
+    if (t->dtype != DType::BFloat16) return false;
+  }
+  if (q.strides[3] != 1 || k.strides[3] != 1 || v.strides[3] != 1) return false;
+  const int64_t Sq = q.shape[2], Sk = k.shape[2];
+  if (bf16_prefill_kernel() == nullptr || !amx_prefill_serves(Sq, Sk, q.shape[3], v.shape[3])) {
+    return false;
+  }
+  if (mask.empty()) {
+    *causal_offset = kAmxNoCausal;
+    return true;
+  }
+  MaskOptions others = mask;
+  others.causal = Causal::None;
+  if (mask.causal == Causal::None || !others.empty()) return false;
+  if (mask.causal == Causal::BottomRight && Sq > Sk) return false;
+  // Hidden keys' values are multiplied by a weight of 0: refuse values that make that NaN.
+  for (int64_t b = 0; b < v.shape[0]; ++b) {
+    for (int64_t h = 0; h < v.shape[1]; ++h) {
+      for (int64_t j = 0; j < Sk; ++j) {
+        const auto* row = static_cast<const uint16_t*>(v.data) + b * v.strides[0] +
+                          h * v.strides[1] + j * v.strides[2];
+        for (int64_t c = 0; c < v.shape[3]; ++c) {
+          if ((row[c] & 0x7f80) == 0x7f80) return false;
+        }
+      }
+    }
+  }
+  *causal_offset = mask.causal == Causal::TopLeft ? 0 : Sk - Sq;
+  return true;
+}
+
 #if ATTENTION_AMX_PREFILL
 namespace {
+
+// Query rows per kernel call of a causal call: each call reads the keys its last row sees, so
+// smaller chunks skip more keys and cost more calls.
+constexpr int64_t kCausalChunkRows = 64;
 
 // One call's operands, shared by its tasks (one per batch and kv head).
 struct AmxCall {
   const TensorView *q, *k, *v, *out32, *lse;
   float scale;
+  int64_t causal_offset;  // kAmxNoCausal: none
   std::mutex mutex;
   Status status;  // the first failure
 };
@@ -105,20 +146,43 @@ int run_kv_head(void* /*user_context*/, int task, uint8_t* closure) {
     uint16_t* vdst = &vp[size_t((j / 2) * Dv * 2 + (j % 2))];
     for (int64_t c = 0; c < Dv; ++c) vdst[2 * c] = vrow[c];
   }
-  HalideView hkp(TensorView::contiguous(kp.data(), DType::BFloat16, {D / 2, keys, 2}));
-  HalideView hvp(TensorView::contiguous(vp.data(), DType::BFloat16, {keys / 2, Dv, 2}));
-  for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+  // Rows [r0, r1) of query head h over the first `seen` keys (the packed buffers cropped to them,
+  // rounded up to 32).
+  const auto run_rows = [&](int64_t h, int64_t r0, int64_t r1, int64_t seen, int64_t offset) {
+    const int64_t cropped = (seen + 31) / 32 * 32;
+    HalideView hkp(
+        TensorView::strided(kp.data(), DType::BFloat16, {D / 2, cropped, 2}, {keys * 2, 2, 1}));
+    HalideView hvp(TensorView::contiguous(vp.data(), DType::BFloat16, {cropped / 2, Dv, 2}));
     TensorView qh = q, oh = out32, lh = lse;
-    qh.data = static_cast<uint16_t*>(q.data) + b * q.strides[0] + h * q.strides[1];
-    qh.rank = 2, qh.shape = {Sq, D}, qh.strides = {q.strides[2], 1};
-    oh.data = static_cast<float*>(out32.data) + b * out32.strides[0] + h * out32.strides[1];
-    oh.rank = 2, oh.shape = {Sq, Dv}, oh.strides = {out32.strides[2], out32.strides[3]};
-    lh.data = static_cast<float*>(lse.data) + b * lse.strides[0] + h * lse.strides[1];
-    lh.rank = 1, lh.shape = {Sq}, lh.strides = {lse.strides[2]};
+    qh.data =
+        static_cast<uint16_t*>(q.data) + b * q.strides[0] + h * q.strides[1] + r0 * q.strides[2];
+    qh.rank = 2, qh.shape = {r1 - r0, D}, qh.strides = {q.strides[2], 1};
+    oh.data = static_cast<float*>(out32.data) + b * out32.strides[0] + h * out32.strides[1] +
+              r0 * out32.strides[2];
+    oh.rank = 2, oh.shape = {r1 - r0, Dv}, oh.strides = {out32.strides[2], out32.strides[3]};
+    lh.data = static_cast<float*>(lse.data) + b * lse.strides[0] + h * lse.strides[1] +
+              r0 * lse.strides[2];
+    lh.rank = 1, lh.shape = {r1 - r0}, lh.strides = {lse.strides[2]};
     HalideView hq(qh), hout(oh), hlse(lh);
-    Status status =
-        run_kernel(amx_prefill_kernel_name(), sdpa_bf16_amx_prefill, hq.get(), hkp.get(), hvp.get(),
-                   call.scale, static_cast<int32_t>(Sk), hout.get(), hlse.get());
+    return run_kernel(amx_prefill_kernel_name(), sdpa_bf16_amx_prefill, hq.get(), hkp.get(),
+                      hvp.get(), call.scale, static_cast<int32_t>(seen),
+                      static_cast<int32_t>(offset), hout.get(), hlse.get());
+  };
+  for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+    Status status = Status::ok_status();
+    if (call.causal_offset == kAmxNoCausal) {
+      status = run_rows(h, 0, Sq, Sk, kAmxNoCausal);
+    } else {
+      // Chunks of kCausalChunkRows rows, a last one under 32 rows (a work item) merged into the
+      // one before; row r sees keys j <= r + offset, so a chunk reads min(Sk, r1 + offset) keys.
+      for (int64_t r0 = 0; r0 < Sq && status.ok();) {
+        int64_t r1 = std::min(Sq, r0 + kCausalChunkRows);
+        if (Sq - r1 < 32) r1 = Sq;
+        const int64_t seen = std::min(Sk, r1 + call.causal_offset);
+        status = run_rows(h, r0, r1, seen, r0 + call.causal_offset);
+        r0 = r1;
+      }
+    }
     if (!status.ok()) {
       const std::lock_guard<std::mutex> lock(call.mutex);
       if (call.status.ok()) call.status = std::move(status);
@@ -132,11 +196,12 @@ int run_kv_head(void* /*user_context*/, int task, uint8_t* closure) {
 #endif
 
 Status run_amx_prefill(const TensorView& q, const TensorView& k, const TensorView& v,
-                       const TensorView& out32, const TensorView& lse, float scale) {
+                       const TensorView& out32, const TensorView& lse, float scale,
+                       int64_t causal_offset) {
 #if ATTENTION_AMX_PREFILL
   // Tasks over batches and kv heads, so that packing runs on every core and short calls still
   // fill them; each kernel call is parallel over its query tiles too.
-  AmxCall call{&q, &k, &v, &out32, &lse, scale, {}, Status::ok_status()};
+  AmxCall call{&q, &k, &v, &out32, &lse, scale, causal_offset, {}, Status::ok_status()};
   const int tasks = static_cast<int>(q.shape[0] * k.shape[1]);
   const int code =
       halide_do_par_for(nullptr, run_kv_head, 0, tasks, reinterpret_cast<uint8_t*>(&call));
@@ -148,7 +213,7 @@ Status run_amx_prefill(const TensorView& q, const TensorView& k, const TensorVie
   }
   return Status::ok_status();
 #else
-  (void)q, (void)k, (void)v, (void)out32, (void)lse, (void)scale;
+  (void)q, (void)k, (void)v, (void)out32, (void)lse, (void)scale, (void)causal_offset;
   return Status::error(StatusCode::Unsupported, "internal: this build has no AMX kernel");
 #endif
 }

@@ -283,26 +283,27 @@ Status run_half_kv_decode(const detail::HalfKvDecodeRow& row, const detail::Kern
   return detail::run_cpu_decode(true, q, k.shape[1], out, lse, call_mask, run);
 }
 
-// The native bf16 prefill (detail::bf16_prefill_for): q, k and v read as stored, out rounded
-// from the kernel's fp32 result; on AMX where it serves the shape (detail::amx_prefill_serves).
-// Rows must be contiguous (Halide's inputs take dense rows).
-Status run_bf16_prefill(const detail::KernelSlot<decltype(&sdpa_f32_prefill)>& kernel,
-                        const TensorView& q, const TensorView& k, const TensorView& v,
-                        const TensorView& out, const SdpaOptions& options) {
+// The native bf16 prefill: q, k and v read as stored, out rounded from the kernel's fp32 result.
+// On AMX when `amx` (detail::amx_prefill_takes, its causal offset), else `kernel`
+// (detail::bf16_prefill_for). Rows must be contiguous (Halide's inputs take dense rows).
+Status run_bf16_prefill(const detail::KernelSlot<decltype(&sdpa_f32_prefill)>* kernel, bool amx,
+                        int64_t causal_offset, const TensorView& q, const TensorView& k,
+                        const TensorView& v, const TensorView& out, const SdpaOptions& options) {
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
   detail::Fp32Output result;
   ATTENTION_RETURN_IF_ERROR(result.stage(out));
   std::vector<float> lse_scratch;
   const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
-  if (detail::amx_prefill_serves(Sq, k.shape[2], D, v.shape[3])) {
-    ATTENTION_RETURN_IF_ERROR(detail::run_amx_prefill(q, k, v, result.view(), lse, scale));
+  if (amx) {
+    ATTENTION_RETURN_IF_ERROR(
+        detail::run_amx_prefill(q, k, v, result.view(), lse, scale, causal_offset));
     return result.finish();
   }
   detail::HalideView hq(q), hk(k), hv(v), hout(result.view()), hlse(lse);
   ATTENTION_RETURN_IF_ERROR(detail::run_kernel(
-      kernel.name, kernel.fn, hq.get(), hk.get(), hv.get(), scale,
-      detail::prefill_key_split(kernel.name, k.shape[2]), hout.get(), hlse.get()));
+      kernel->name, kernel->fn, hq.get(), hk.get(), hv.get(), scale,
+      detail::prefill_key_split(kernel->name, k.shape[2]), hout.get(), hlse.get()));
   return result.finish();
 }
 
@@ -348,8 +349,12 @@ Status run_half(detail::Run run, const TensorView& q, const TensorView& k, const
   const auto* bf16_prefill =
       detail::bf16_prefill_for(q.dtype, k.dtype, v.dtype, out.dtype, !options.mask.empty(),
                                q.shape[2], k.shape[2], q.shape[3]);
+  int64_t causal_offset = 0;
+  if (detail::amx_prefill_takes(q, k, v, out, options.mask, &causal_offset)) {
+    return run_bf16_prefill(nullptr, true, causal_offset, q, k, v, out, options);
+  }
   if (bf16_prefill != nullptr && dense_rows) {
-    return run_bf16_prefill(*bf16_prefill, q, k, v, out, options);
+    return run_bf16_prefill(bf16_prefill, false, 0, q, k, v, out, options);
   }
   detail::Fp32Output result;
   detail::Fp32Input wq, wmask;
