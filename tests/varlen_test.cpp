@@ -71,7 +71,9 @@ std::vector<int32_t> prefix_sums(const std::vector<int64_t>& lengths) {
 // reads (written out here, independently of the library's slicing).
 TensorView sequence_view(const TensorView& t, int64_t row, int64_t S) {
   TensorView view = t;
-  view.data = static_cast<float*>(t.data) + row * t.strides[0];
+  // In bytes: the view may be of a half copy (2-byte elements).
+  const int64_t bytes = t.dtype == DType::Float16 || t.dtype == DType::BFloat16 ? 2 : 4;
+  view.data = static_cast<char*>(t.data) + row * t.strides[0] * bytes;
   view.rank = 4;
   view.shape = {1, t.shape[1], S, t.shape[2]};
   view.strides = {0, t.strides[1], t.strides[0], t.strides[2]};
