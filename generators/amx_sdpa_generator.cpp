@@ -13,9 +13,9 @@
 //
 // Per work item (a tile of query rows): S = q·kᵀ on AMX into blocks of 32 keys, the row max, the
 // weights P = exp(scale·(S - max)), rounded to bfloat16 for P·V (FlashAttention's P; the row sum
-// and logsumexp take them unrounded), then P·V on AMX. The
-// whole row of scores stays in the work item's scratch (QT × Sk fp32), so no split results and no
-// combine: one pass over the keys per matmul.
+// and logsumexp take them unrounded), then P·V on AMX. The whole row of scores stays in the work
+// item's scratch (QT × Sk fp32), so no split results and no combine: one pass over the keys per
+// matmul.
 //
 // Halide 21's AMX lowering (ExtractTileOperations) matches index shapes exactly; what it needs,
 // found by reducing generators that failed with "Store to AMX tile allocation of a non-tile value":

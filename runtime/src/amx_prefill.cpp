@@ -24,9 +24,9 @@
 namespace attention::detail {
 namespace {
 
-// Keys per call at most: a work item keeps 32 rows of fp32 scores and bf16 weights (6 bytes per
-// key and row, 1.5 MiB at 8192 keys). Longer calls take the vdpbf16ps kernel, whose splits keep
-// its scratch small.
+// Keys per call at most: a work item keeps 32 rows of fp32 scores and fp32 and bf16 weights (10
+// bytes per key and row, 2.5 MiB at 8192 keys, about a core's L2). Longer calls take the vdpbf16ps
+// kernel, whose splits keep its scratch small.
 constexpr int64_t kAmxMaxKeys = 8192;
 
 #if ATTENTION_AMX_PREFILL
@@ -75,12 +75,12 @@ bool amx_prefill_serves(int64_t Sq, int64_t Sk, int64_t D, int64_t Dv) {
 
 bool amx_prefill_takes(const TensorView& q, const TensorView& k, const TensorView& v,
                        const TensorView& out, const MaskOptions& mask, int64_t* causal_offset) {
-  for (const TensorView* t : {&q, &k, &v, &out}) {
-    if (t->dtype != DType::BFloat16) return false;
-  }
-  if (q.strides[3] != 1 || k.strides[3] != 1 || v.strides[3] != 1) return false;
   const int64_t Sq = q.shape[2], Sk = k.shape[2];
-  if (bf16_prefill_kernel() == nullptr || !amx_prefill_serves(Sq, Sk, q.shape[3], v.shape[3])) {
+  // All BFloat16 and the native bf16 prefill allowed here (its ISA check); the mask comes below.
+  if (bf16_prefill_for(q.dtype, k.dtype, v.dtype, out.dtype, /*masked=*/false, Sq, Sk,
+                       q.shape[3]) == nullptr ||
+      q.strides[3] != 1 || k.strides[3] != 1 || v.strides[3] != 1 ||
+      !amx_prefill_serves(Sq, Sk, q.shape[3], v.shape[3])) {
     return false;
   }
   if (mask.empty()) {

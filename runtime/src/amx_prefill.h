@@ -14,12 +14,12 @@ const char* amx_prefill_kernel_name();
 // Whether the AMX kernel serves a bf16 prefill of these sizes here: an x86 build, a CPU with
 // AMX-BF16 whose Linux granted the tile state (asked once per process), ATTENTION_CPU_AMX not "0",
 // Halide's feature hook allowing Sapphire Rapids' features, D a multiple of 32, Dv of 16,
-// Sq >= 32 (one work item of rows) and 1 <= Sk <= 8192 (a work item's scores stay within L2).
+// Sq >= 32 (one work item of rows) and 1 <= Sk <= 8192 (a work item's scratch about L2's size).
 bool amx_prefill_serves(int64_t Sq, int64_t Sk, int64_t D, int64_t Dv);
 
 // Whether it serves this CPU call, and if so the causal offset to run it with (row i sees keys
 // j <= i + offset; kAmxNoCausal for none): q, k, v and out BFloat16 with dense rows, the native
-// bf16 prefill allowed (bf16_prefill_kernel), amx_prefill_serves, and a mask that is empty or a
+// bf16 prefill allowed (bf16_prefill_for), amx_prefill_serves, and a mask that is empty or a
 // lone causal one under which every row sees a key (top-left; bottom-right with Sq <= Sk) and v
 // holds no inf or NaN (a hidden key's weight is 0, and AMX's 0 · inf would be NaN).
 bool amx_prefill_takes(const TensorView& q, const TensorView& k, const TensorView& v,

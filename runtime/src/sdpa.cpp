@@ -284,9 +284,9 @@ Status run_half_kv_decode(const detail::HalfKvDecodeRow& row, const detail::Kern
 }
 
 // The native bf16 prefill: q, k and v read as stored, out rounded from the kernel's fp32 result.
-// On AMX when `amx` (detail::amx_prefill_takes, its causal offset), else `kernel`
-// (detail::bf16_prefill_for). Rows must be contiguous (Halide's inputs take dense rows).
-Status run_bf16_prefill(const detail::KernelSlot<decltype(&sdpa_f32_prefill)>* kernel, bool amx,
+// `kernel` (detail::bf16_prefill_for), or null for AMX (detail::amx_prefill_takes, with its causal
+// offset). Rows must be contiguous (Halide's inputs take dense rows).
+Status run_bf16_prefill(const detail::KernelSlot<decltype(&sdpa_f32_prefill)>* kernel,
                         int64_t causal_offset, const TensorView& q, const TensorView& k,
                         const TensorView& v, const TensorView& out, const SdpaOptions& options) {
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
@@ -295,7 +295,7 @@ Status run_bf16_prefill(const detail::KernelSlot<decltype(&sdpa_f32_prefill)>* k
   ATTENTION_RETURN_IF_ERROR(result.stage(out));
   std::vector<float> lse_scratch;
   const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
-  if (amx) {
+  if (kernel == nullptr) {
     ATTENTION_RETURN_IF_ERROR(
         detail::run_amx_prefill(q, k, v, result.view(), lse, scale, causal_offset));
     return result.finish();
@@ -335,9 +335,9 @@ Status run_half_gpu(Operands& operands, detail::Run run, const TensorView& q, co
 }
 
 // A call with a Float16 or BFloat16 operand (q, k, v, out or the additive mask). Unmasked bf16
-// prefill runs natively where the CPU has AVX-512 BF16; decode over a half KV cache reads k and
-// v as stored (the call's bytes are the cache's); every other call widens its half operands
-// exactly, runs the fp32 path, and rounds the result into out once.
+// prefill runs natively where the CPU has AVX-512 BF16 (on AMX, lone causal masks too); decode over
+// a half KV cache reads k and v as stored (the call's bytes are the cache's); every other call
+// widens its half operands exactly, runs the fp32 path, and rounds the result into out once.
 Status run_half(detail::Run run, const TensorView& q, const TensorView& k, const TensorView& v,
                 const TensorView& out, const SdpaOptions& options) {
   if (run != detail::Run::CPU) {
@@ -345,16 +345,16 @@ Status run_half(detail::Run run, const TensorView& q, const TensorView& k, const
       return run_half_gpu(operands, run, q, k, v, out, options);
     });
   }
+  int64_t causal_offset = 0;
+  if (detail::amx_prefill_takes(q, k, v, out, options.mask, &causal_offset)) {
+    return run_bf16_prefill(nullptr, causal_offset, q, k, v, out, options);
+  }
   const bool dense_rows = q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1;
   const auto* bf16_prefill =
       detail::bf16_prefill_for(q.dtype, k.dtype, v.dtype, out.dtype, !options.mask.empty(),
                                q.shape[2], k.shape[2], q.shape[3]);
-  int64_t causal_offset = 0;
-  if (detail::amx_prefill_takes(q, k, v, out, options.mask, &causal_offset)) {
-    return run_bf16_prefill(nullptr, true, causal_offset, q, k, v, out, options);
-  }
   if (bf16_prefill != nullptr && dense_rows) {
-    return run_bf16_prefill(bf16_prefill, false, 0, q, k, v, out, options);
+    return run_bf16_prefill(bf16_prefill, 0, q, k, v, out, options);
   }
   detail::Fp32Output result;
   detail::Fp32Input wq, wmask;
