@@ -1,4 +1,4 @@
-# Tuned tables: autoschedules/<target>.json, written by tools/attention-tune (README "Tuning"),
+# Tuned tables: autoschedules/<target>.json, written by tools/attention-tune (docs/tuning.md),
 # name per bucket of shapes the tiling parameters that won there. The build turns each table whose
 # target it builds into kernel variants for that target alone; the runtime serves a call with the
 # variant of its bucket when the CPU runs that target's kernels (kernel_table.cpp).

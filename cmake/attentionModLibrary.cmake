@@ -1,5 +1,5 @@
-# attention_add_mod_library(): the application's own score and mask mods (README "Your own score
-# and mask mods") compiled into fused SDPA kernels by an installed attention package.
+# attention_add_mod_library(): the application's own score and mask mods (docs/mods.md)
+# compiled into fused SDPA kernels by an installed attention package.
 #
 #   attention_add_mod_library(<name>
 #     SOURCES <file.cpp>...     C++ files defining the mods with ATTENTION_MOD (attention/generator/mod.h)

@@ -17,7 +17,7 @@ list(LENGTH tables count)
 if (stale)
   string(JOIN "\n  " stale_lines ${stale})
   message(FATAL_ERROR "tuned tables stale: the generator sources now hash to ${current}, but\n"
-                      "  ${stale_lines}\nRegenerate them with tools/attention-tune (README, "
-                      "\"Tuning\"), or delete them to build the defaults.")
+                      "  ${stale_lines}\nRegenerate them with tools/attention-tune (docs/tuning.md"
+                      "), or delete them to build the defaults.")
 endif ()
 message(STATUS "${count} tuned table(s) match the generator sources (${current})")

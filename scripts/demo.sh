@@ -11,8 +11,8 @@ echo
 # The Nadaraya–Watson example: errors per kernel, fits and attention-weight pictures (PNG).
 "$build/examples/nadaraya_watson_demo" "$build/nadaraya_watson"
 echo
-# The examples (README "Examples"): an encoder layer, a decoder loop with a KV cache (tokens/s), and
-# the attention map of a sentence as a PNG.
+# The examples (docs/api.md "Examples"): an encoder layer, a decoder loop with a KV cache
+# (tokens/s), and the attention map of a sentence as a PNG.
 "$build/examples/encoder_layer"
 echo
 "$build/examples/decoder_loop"

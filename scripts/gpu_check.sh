@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# What a session with a lent NVIDIA GPU runs first (DEVELOPERS.md). The lent machine cannot
-# install the project (no PyPI there for the Halide wheel), so the binaries are built here and
-# carried:
+# What a session with a lent NVIDIA GPU runs first (docs/targets.md, "On a lent GPU"). The lent
+# machine cannot install the project (no PyPI there for the Halide wheel), so the binaries are
+# built here and carried:
 #   scripts/gpu_check.sh pack [DIR]   here, after scripts/build.sh: copies the test and benchmark
 #                                     binaries, the shared libraries they need that a CUDA image
 #                                     may lack, and the scripts below into DIR (default .gpu,

@@ -1,5 +1,5 @@
 // attention-gen: generates a kernel library for the caller's own targets and kernels, without CMake
-// (README "Generate kernels for your own targets"). It runs the installed generator executable
+// (docs/api.md "Kernel libraries"). It runs the installed generator executable
 // once per kernel, exactly as attention_add_kernel_library() does (that function calls this tool),
 // and writes into the output folder:
 //   <name>_<role>.a/.h       each kernel, for every target (Halide's multi-target dispatch)
@@ -89,9 +89,8 @@ void usage(std::ostream& os) {
         "dispatches to the first one the CPU runs) into DIR, as static libraries named\n"
         "NAME_<kernel>.a with their headers, NAME_registration.cpp, NAME.h and manifest.json.\n"
         "Link the libraries and compile NAME_registration.cpp into an application that links\n"
-        "the attention library: its calls then run these kernels (README, \"Generate kernels\n"
-        "for your own targets\"). CMake projects use attention_add_kernel_library(), which runs\n"
-        "this tool.\n"
+        "the attention library: its calls then run these kernels (docs/api.md, \"Kernel\n"
+        "libraries\"). CMake projects use attention_add_kernel_library(), which runs this tool.\n"
         "\n"
         "  --name NAME        library name, a C++ identifier (also the kernels' namespace)\n"
         "  --kernels LIST     kernels to generate (--list)\n"
