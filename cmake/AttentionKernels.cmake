@@ -57,10 +57,34 @@ if (NOT ATTENTION_ARCH STREQUAL "x86" OR ATTENTION_SANITIZE)
   set(ATTENTION_GPU OFF)
 endif ()
 
+# -DATTENTION_KERNELS_FROM=<a native x86 build of these sources, built>: link that build's kernels
+# and Halide runtime instead of generating them again. The sanitizer job (scripts/test_sanitizers.sh)
+# instruments the runtime and the tests this way; the kernels are the ones the x86 suite tests
+# (uninstrumented: Halide's own bounds checks still guard every buffer they touch), and CI
+# generates each x86 kernel once.
+set(ATTENTION_KERNELS_FROM "" CACHE PATH "Take the generated kernels from this x86 build directory")
+if (ATTENTION_KERNELS_FROM)
+  if (NOT ATTENTION_ARCH STREQUAL "x86" OR CMAKE_CROSSCOMPILING)
+    message(FATAL_ERROR "ATTENTION_KERNELS_FROM: native x86 builds only")
+  endif ()
+  if (NOT EXISTS "${ATTENTION_KERNELS_FROM}/libattention_halide_runtime.a")
+    message(FATAL_ERROR "ATTENTION_KERNELS_FROM=${ATTENTION_KERNELS_FROM}: no built x86 build "
+                        "there (libattention_halide_runtime.a missing); build it first "
+                        "(scripts/build.sh)")
+  endif ()
+  # Its kernels are built for its targets, and the kernel table records those.
+  load_cache("${ATTENTION_KERNELS_FROM}" READ_WITH_PREFIX from_ ATTENTION_X86_TARGETS
+             ATTENTION_X86_BF16_TARGET ATTENTION_X86_AMX_TARGET)
+  foreach (targets IN ITEMS ATTENTION_X86_TARGETS ATTENTION_X86_BF16_TARGET ATTENTION_X86_AMX_TARGET)
+    set(${targets} "${from_${targets}}" CACHE STRING "As in ATTENTION_KERNELS_FROM" FORCE)
+  endforeach ()
+  set(ATTENTION_TARGETS ${ATTENTION_X86_TARGETS})
+endif ()
+
 # Sanitizer builds: Halide instruments the generated kernels (asan), and the runtime must carry the
 # same feature, so it goes into every target string rather than into FEATURES.
 set(ATTENTION_TARGET_SUFFIX "")
-if (ATTENTION_SANITIZE)
+if (ATTENTION_SANITIZE AND NOT ATTENTION_KERNELS_FROM)
   set(ATTENTION_TARGET_SUFFIX "-asan")
 endif ()
 set(runtime_targets ${ATTENTION_TARGETS})
@@ -69,7 +93,16 @@ if (ATTENTION_GPU)
   list(APPEND runtime_targets ${ATTENTION_CUDA_TARGET} ${ATTENTION_OPENCL_TARGET})
 endif ()
 list(TRANSFORM runtime_targets APPEND "${ATTENTION_TARGET_SUFFIX}")
-add_halide_runtime(attention_halide_runtime TARGETS ${runtime_targets})
+if (ATTENTION_KERNELS_FROM)
+  find_package(Threads REQUIRED)
+  add_library(attention_halide_runtime STATIC IMPORTED GLOBAL)
+  set_target_properties(attention_halide_runtime PROPERTIES
+                        IMPORTED_LOCATION "${ATTENTION_KERNELS_FROM}/libattention_halide_runtime.a")
+  target_link_libraries(attention_halide_runtime INTERFACE Halide::Runtime Threads::Threads
+                                                           ${CMAKE_DL_LIBS})
+else ()
+  add_halide_runtime(attention_halide_runtime TARGETS ${runtime_targets})
+endif ()
 
 # attention_halide_library(<name> GENERATOR <g> [PARAMS ...] [TARGETS ...] [ASSEMBLY <var>]
 #                          [FROM <generator executable>]): the library alone, not linked into the
@@ -90,7 +123,7 @@ endforeach ()
 
 # -DATTENTION_AUTOSCHEDULER=<name>: the CPU SDPA kernels (sdpa_f32_prefill, sdpa_f32_decode) take
 # that autoscheduler's schedule instead of the hand schedule, to compare them or to check they pass
-# the SDPA tests (README, "Tuning"). Adams2019 runs greedy (beam size 1): its beam search takes
+# the SDPA tests (docs/tuning.md). Adams2019 runs greedy (beam size 1): its beam search takes
 # ~10 minutes per kernel on 2 cores.
 set(ATTENTION_AUTOSCHEDULER "" CACHE STRING
     "Schedule the CPU SDPA kernels with this Halide autoscheduler (Mullapudi2016, Li2018, Adams2019)")
@@ -130,6 +163,22 @@ function(attention_halide_library NAME)
   endif ()
   if (NOT ARG_TARGETS)
     set(ARG_TARGETS ${ATTENTION_TARGETS})
+  endif ()
+  if (ATTENTION_KERNELS_FROM)  # the same library, at the same place in that build
+    file(RELATIVE_PATH here "${PROJECT_BINARY_DIR}" "${CMAKE_CURRENT_BINARY_DIR}")
+    set(from "${ATTENTION_KERNELS_FROM}/${here}")
+    if (NOT EXISTS "${from}/lib${NAME}.a" OR NOT EXISTS "${from}/${NAME}.h")
+      message(FATAL_ERROR "ATTENTION_KERNELS_FROM: ${from} has no ${NAME} (lib${NAME}.a, ${NAME}.h); "
+                          "build that directory first")
+    endif ()
+    add_library(${NAME} STATIC IMPORTED GLOBAL)
+    set_target_properties(${NAME} PROPERTIES IMPORTED_LOCATION "${from}/lib${NAME}.a"
+                                             INTERFACE_INCLUDE_DIRECTORIES "${from}")
+    target_link_libraries(${NAME} INTERFACE attention_halide_runtime)
+    if (ARG_ASSEMBLY)
+      set(${ARG_ASSEMBLY} "${from}/${NAME}.s" PARENT_SCOPE)
+    endif ()
+    return()
   endif ()
   list(TRANSFORM ARG_TARGETS APPEND "${ATTENTION_TARGET_SUFFIX}")
   set(extra_outputs "")
