@@ -13,7 +13,9 @@ set(ATTENTION_TUNING_SOURCE_GLOBS
     generators/include/attention/generator/*.h generators/generator_inputs.h
     generators/sdpa_generator.cpp)
 
-# SHA-256 over "<sha256>  <path>" lines of those files, sorted by path.
+# SHA-256 over "<sha256>  <path>" lines of those files, sorted by path, each file hashed without
+# its comments and whitespace: only an edit to the code stales a table. (The sources hold no
+# string literal with "//" or "/*" in it, which this would take for a comment.)
 function(attention_tuning_source_hash OUT SOURCE_DIR)
   set(globs "")
   foreach (glob IN LISTS ATTENTION_TUNING_SOURCE_GLOBS)
@@ -23,7 +25,11 @@ function(attention_tuning_source_hash OUT SOURCE_DIR)
   list(SORT files)
   set(lines "")
   foreach (file IN LISTS files)
-    file(SHA256 "${SOURCE_DIR}/${file}" file_hash)
+    file(READ "${SOURCE_DIR}/${file}" code)
+    string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" "" code "${code}")
+    string(REGEX REPLACE "//[^\n]*" "" code "${code}")
+    string(REGEX REPLACE "[ \t\r\n]+" "" code "${code}")
+    string(SHA256 file_hash "${code}")
     string(APPEND lines "${file_hash}  ${file}\n")
   endforeach ()
   string(SHA256 hash "${lines}")
