@@ -746,7 +746,7 @@ TEST(PagedAttention, RandomCases) {
 // whole-split and row-block kernels), draft rows (as decode row blocks at D = 128), chunked
 // prefill through copies, windows that leave whole blocks behind, batches split by length, half
 // caches, shared prefixes and logsumexp without data. ATTENTION_PAGED_CASES=N runs N (default 4;
-// a long mode, README's reliability section).
+// a long mode, docs/testing.md, "Reliability").
 void expect_random_paged_cases_match_reference() {
   std::mt19937_64 rng(attention_test::seed_for_current_test());
   const int cases = attention_test::random_case_count("ATTENTION_PAGED_CASES", 4);

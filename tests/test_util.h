@@ -137,7 +137,7 @@ uint64_t seed_for_current_test();
 // "seed S (rerun with ATTENTION_TEST_SEED=B)", for SCOPED_TRACE.
 std::string seed_note(uint64_t seed);
 // How many random cases a test runs: the environment variable `variable` if set (at least 1), else
-// `fallback` (long modes, README's reliability section).
+// `fallback` (long modes, docs/testing.md, "Reliability").
 int random_case_count(const char* variable, int fallback);
 
 // The x86 or ARM targets this build made its kernels for, best first (ATTENTION_TARGET_LIST,

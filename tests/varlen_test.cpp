@@ -378,7 +378,7 @@ TEST(VarlenSdpa, EmptyBatchAndNoTokens) {
 // Random packed batches over the routes a call can take: lengths 0 and 1 among prefills and decode
 // rows, sequences with more keys than queries (a cache ahead of the new tokens), GQA, D = 128 and
 // odd sizes, a fused QKV buffer, and every mask with a packed form. ATTENTION_VARLEN_CASES=N runs N
-// (default 4; a long mode, README's reliability section).
+// (default 4; a long mode, docs/testing.md, "Reliability").
 TEST(VarlenSdpa, RandomBatches) {
   std::mt19937_64 rng(attention_test::seed_for_current_test());
   const int cases = attention_test::random_case_count("ATTENTION_VARLEN_CASES", 4);

@@ -563,7 +563,7 @@ int num_threads();
 // different machines can be compared knowing which code ran.
 std::string cpu_kernel_target();
 
-// Tuned kernels (README "Tuning"): a build that found a current tuned table for a target it builds
+// Tuned kernels (docs/tuning.md): a build that found a current tuned table for a target it builds
 // (autoschedules/<target>.json) also generated that table's winning tilings for that target, and
 // CPU calls of scaled_dot_product_attention whose shape falls in a tuned bucket run them when this
 // CPU runs that target's kernels. On by default; the environment variable ATTENTION_TUNED=0 turns
@@ -576,7 +576,7 @@ bool tuned_kernels_enabled();
 std::vector<std::string> tuned_kernel_buckets();
 
 // Kernel libraries generated for the application's own targets (attention/kernel_library.h,
-// README "Generate kernels for your own targets") that this process has linked: each with its
+// docs/api.md "Kernel libraries") that this process has linked: each with its
 // targets, its kernels and whether the runtime took it (status ok) or refused it (status says
 // why; the built-in kernels then keep serving). A taken library's kernels serve the CPU calls of
 // their roles in place of the built-in and tuned kernels.

@@ -1,5 +1,5 @@
-// Kernel libraries generated at the application's build time (README "Generate kernels for your
-// own targets"): attention_add_kernel_library() in CMake or the attention-gen tool write, besides
+// Kernel libraries generated at the application's build time (docs/api.md, "Kernel
+// libraries"): attention_add_kernel_library() in CMake or the attention-gen tool write, besides
 // the kernels, a registration source that fills a GeneratedKernelLibrary and hands it to the
 // runtime. From then on the public entry points of attention.h call the library's kernels in place
 // of the built-in ones they stand for: one API, whichever kernels serve it.
