@@ -10,42 +10,13 @@
 #include "half_precision.h"
 #include "kernel_choice.h"
 #include "mask_args.h"
+#include "plan/thresholds.h"
 #include "sdpa_call.h"
 #include "tensor_util.h"
 #include "validate.h"
 
 namespace attention::detail {
 namespace {
-
-// Most query rows per head the route takes. Measured on Zen 4 (2 cores, AVX-512), 1x32(8)xSqx4096
-// x128 unmasked, against the call on the heads' rows: Sq = 4 5.66 -> 1.79 ms, 16 7.07 -> 4.60, 64
-// 14.7 -> 12.1, 128 24.3 -> 21.6 (bench/RESULTS.md). Past the gain's knee the bottom-right tail's
-// Sq x Sq per-head call grows with Sq squared while the prefix's share of the keys shrinks.
-constexpr int64_t kGroupedMaxQueries = 64;
-
-// A bottom-right causal call runs its last Sq - 1 keys per head besides the grouped prefix: it
-// gains from Sk = 8·Sq (1x32(8)xSq x Sk: 4 x 32 0.077 -> 0.071-0.072 ms, 8 x 64 0.125-0.128 ->
-// 0.114-0.119, 16 x 128 even, 64 x 512 1.85-1.89 -> 1.67-1.70), loses below (16 x 64 0.13 ->
-// 0.17-0.18, 64 x 256 0.96 -> 1.04).
-constexpr int64_t kCausalKeysPerQuery = 8;
-
-// A bottom-right window besides causal: the head's keys (those only some rows see) run per head
-// too, so the window's keys must be more: 24 per row, 48 from 16 rows. Against the same call per
-// head (over the window's keys, run_checked_sdpa's cut), 1x32(8)xSq x window, ms, AVX-512 / AVX2:
-// 4 x 100 0.24 -> 0.18-0.19 / 0.19-0.21 -> 0.14; 8 x 100 even / 0.21-0.26 -> 0.24-0.28; 8 x 200
-// 0.40-0.44 -> 0.29-0.30 / 0.35-0.42 -> 0.33-0.39; 16 x 400 0.74-0.83 -> 0.67-0.73 / 0.78-0.84
-// -> 0.85-0.90; 16 x 1000 1.80-1.94 -> 1.24-1.34 / 1.81-1.96 -> 1.70-1.82; 4 x 4095 (of 16384
-// keys) 7.1-7.7 -> 2.3-2.5.
-constexpr int64_t kWindowKeysPerQuery = 24;
-constexpr int64_t kWindowManyRows = 16;
-
-// Keys from which 2 rows of each of a pair of query heads gain as the decode kernels' row block
-// (see decode_rows below).
-constexpr int64_t kPairRowsMinKeys = 256;
-
-// Keys from which 5-8 rows of a head without GQA gain as the decode kernels' 8-row blocks (see
-// decode_rows below).
-constexpr int64_t kWideRowsMinKeys = 128;
 
 float* element(const TensorView& t, int64_t b, int64_t h, int64_t i) {
   return static_cast<float*>(t.data) + b * t.strides[0] + h * t.strides[1] + i * t.strides[2];
@@ -89,12 +60,11 @@ Status padded_query_rows(const TensorView& q32, int64_t rows, ScratchFloats& sto
   return Status::ok_status();
 }
 
-Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const TensorView& v,
-                              const TensorView& out, const SdpaOptions& options, bool* ran) {
-  *ran = false;
+bool grouped_rows_take(const TensorView& q, const TensorView& k, const TensorView& v,
+                       const SdpaOptions& options, GroupedRows* plan) {
   const MaskOptions& m = options.mask;
-  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
-  const int64_t Hkv = k.shape[1], Sk = k.shape[2], Dv = v.shape[3];
+  const int64_t H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
+  const int64_t Hkv = k.shape[1], Sk = k.shape[2];
   const int64_t group = Hkv > 0 ? H / Hkv : 0;
   const bool bottom_right = m.causal == Causal::BottomRight;
   // Masks that treat every row of a head alike, bottom-right causal and its window aside (split
@@ -138,9 +108,22 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
       !rows_alike || options.rope || (bottom_right && Sk < kCausalKeysPerQuery * Sq) ||
       (head_keys > 0 &&
        Sk - head_keys < kWindowKeysPerQuery * (Sq >= kWindowManyRows ? 2 : 1) * Sq)) {
-    return Status::ok_status();
+    return false;
   }
-  *ran = true;
+  *plan = GroupedRows{decode_rows, R, head_keys};
+  return true;
+}
+
+Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const TensorView& v,
+                              const TensorView& out, const SdpaOptions& options,
+                              const GroupedRows& plan) {
+  const MaskOptions& m = options.mask;
+  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2];
+  const int64_t Hkv = k.shape[1], Sk = k.shape[2], Dv = v.shape[3];
+  const int64_t group = H / Hkv;
+  const bool bottom_right = m.causal == Causal::BottomRight;
+  const bool decode_rows = plan.decode_rows;
+  const int64_t R = plan.rows_per_head, head_keys = plan.head_keys;
   HostFp32Scratch halves;
   TensorView q32, out32;
   ATTENTION_RETURN_IF_ERROR(halves.widen(q, &q32));

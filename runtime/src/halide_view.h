@@ -58,11 +58,15 @@ inline StatusCode status_code_of_halide_error(int code) {
              : StatusCode::KernelFailure;
 }
 
+// Appends `name` to the kernel recorder of plan/sdpa_plan.h (record_kernels) when one is installed.
+void note_kernel(const char* name);
+
 // Calls a generated kernel (built with the user_context feature); a Halide error becomes a Status
 // carrying Halide's message.
 template <typename Kernel, typename... Args>
 Status run_kernel(const char* kernel_name, Kernel kernel, Args... args) {
   configure_halide_runtime();
+  note_kernel(kernel_name);
   KernelCall call;
   const int code = kernel(&call, args...);
   if (code == 0) return Status::ok_status();

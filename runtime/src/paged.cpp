@@ -19,6 +19,7 @@
 #include "kernel_choice.h"
 #include "kernel_table.h"
 #include "mask_args.h"
+#include "plan/thresholds.h"
 #include "sdpa_call.h"
 #include "tensor_util.h"
 #include "validate.h"
@@ -785,9 +786,8 @@ Status run_paged_gpu(detail::Run, const TensorView&, const PagedKvCache&, const 
 
 namespace detail {
 
-Status run_decode_as_paged(const TensorView& q, const TensorView& k, const TensorView& v,
-                           const TensorView& out, const SdpaOptions& options, bool* ran) {
-  *ran = false;
+bool decode_as_paged_takes(const TensorView& q, const TensorView& k, const TensorView& v,
+                           const SdpaOptions& options, DecodePool* pool) {
   const MaskOptions& m = options.mask;
   const int64_t B = q.shape[0], Hkv = k.shape[1], Sk = k.shape[2];
   // The one query's diagonal is Sk - 1 in the contiguous call and seq_lens - 1 in the paged one:
@@ -796,40 +796,51 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
   const bool same_diagonal = (m.window < 0 && !m.alibi) || !given(m.key_lengths);
   const bool same_mask = m.causal != Causal::TopLeft && same_diagonal && !given(m.query_lengths) &&
                          !given(m.bool_mask) && !given(m.additive_mask);
-  // One short sequence stays: there the call's few items cost more than the reads save
-  // (1x32x1x64x128: 0.092-0.098 -> 0.102-0.109 ms, 1x8(2)x1x256x128: 0.022-0.023 -> 0.028; gains
-  // from 1x32(8)x1x128x128: 0.044-0.048 -> 0.034, 1x8(2)x1x512x128: 0.035-0.036 -> 0.032). A
-  // batch has an item per sequence: there 4 kv heads or more gain at any length (8x32(8)x1x64x128
-  // 0.17 -> 0.13, 2x32x1x16x128 0.094 -> 0.044, 2x16(4)x1x32x128 0.017-0.019 -> 0.015-0.018), 2
-  // do not (4x8(2)x1x32x128: 0.015-0.016 -> 0.018).
-  const bool long_cache = Sk >= 128 && Sk * Hkv >= 1024;
-  const bool batch_of_heads = B >= 2 && Hkv >= 4;
-  if (q.shape[2] != 1 || Hkv < 2 || !(long_cache || batch_of_heads) || !same_mask || options.rope ||
-      k.dtype != v.dtype) {
-    return Status::ok_status();
+  // One short sequence stays: there the call's few items cost more than the reads save; a batch
+  // has an item per sequence, where 4 kv heads or more gain at any length, 2 do not
+  // (plan/thresholds.h).
+  const bool long_cache = Sk >= kPagedDecodeMinKeys && Sk * Hkv >= kPagedDecodeMinKeysTimesHeads;
+  const bool batch_of_heads = B >= 2 && Hkv >= kPagedDecodeBatchMinKvHeads;
+  if (q.shape[2] != 1 || Hkv < 2 || Sk == 0 || !(long_cache || batch_of_heads) || !same_mask ||
+      options.rope || k.dtype != v.dtype) {
+    return false;
   }
   // Sequence-major: each position's kv heads inside its stride. One pool for both tensors needs
   // the same number of positions per batch stride (R).
   int64_t R = Sk;
   for (const TensorView* t : {&k, &v}) {
     const int64_t head = t->strides[1], position = t->strides[2];
-    if (head <= 0 || position < Hkv * head) return Status::ok_status();
+    if (head <= 0 || position < Hkv * head) return false;
     if (B > 1) {
-      if (t->strides[0] <= 0 || t->strides[0] % position != 0) return Status::ok_status();
+      if (t->strides[0] <= 0 || t->strides[0] % position != 0) return false;
       if (t == &k) R = t->strides[0] / position;
-      if (t->strides[0] / position != R || R < Sk) return Status::ok_status();
+      if (t->strides[0] / position != R || R < Sk) return false;
     }
   }
   // Blocks of the largest power of two up to 64 that divides both, so no block reaches past Sk
   // (the kernel reads every slot of a block it uses); the block size barely matters here
-  // (1x32x1x4096x128: 3.18, 3.24 and 3.20 ms at 1, 16 and 64).
+  // (bench/RESULTS.md).
   int64_t block = 64;
   while (block > 1 && (Sk % block != 0 || R % block != 0)) block /= 2;
   const int64_t width = Sk / block, stride_blocks = R / block;
   const int64_t blocks = (B - 1) * stride_blocks + width;
   // Sizes and strides the pool's checks would refuse (int32) keep the contiguous kernel.
-  if (blocks > INT32_MAX || block * std::max(k.strides[2], v.strides[2]) > INT32_MAX)
-    return Status::ok_status();
+  if (blocks > INT32_MAX || block * std::max(k.strides[2], v.strides[2]) > INT32_MAX) return false;
+  *pool = DecodePool{block, width, stride_blocks, blocks};
+  return true;
+}
+
+Status run_decode_as_paged(const TensorView& q, const TensorView& k, const TensorView& v,
+                           const TensorView& out, const SdpaOptions& options) {
+  DecodePool geometry;
+  if (!decode_as_paged_takes(q, k, v, options, &geometry)) {
+    return Status::error(StatusCode::KernelFailure, "internal: decode-as-paged planned for a call "
+                                                    "it does not take");
+  }
+  const MaskOptions& m = options.mask;
+  const int64_t B = q.shape[0], Hkv = k.shape[1], Sk = k.shape[2];
+  const int64_t block = geometry.block, width = geometry.width,
+                stride_blocks = geometry.stride_blocks, blocks = geometry.blocks;
   std::vector<int32_t> table(static_cast<size_t>(B * width));
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t n = 0; n < width; ++n)
@@ -848,7 +859,6 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
   SdpaOptions paged_options = options;
   paged_options.mask.key_lengths = TensorView();
   paged_options.backend = Backend::CPU;
-  *ran = true;
   return paged_attention(q, cache, out, paged_options);
 }
 

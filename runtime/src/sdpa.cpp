@@ -17,6 +17,7 @@
 #include "kernel_choice.h"
 #include "kernel_table.h"
 #include "mask_args.h"
+#include "plan/sdpa_plan.h"
 #include "rope_args.h"
 #include "sdpa_call.h"
 #include "tensor_util.h"
@@ -157,14 +158,12 @@ Status run_gpu(detail::Run, const TensorView&, const TensorView&, const TensorVi
 }
 #endif
 
-Status run_masked(const TensorView& call_q, const TensorView& k, const TensorView& v,
-                  const TensorView& call_out, const TensorView& call_lse, float scale,
-                  const MaskOptions& call_mask) {
-  const auto [kernel, choice] =
-      detail::pick_masked_sdpa(detail::cpu_rows(), call_q.shape[0], k.shape[1], call_q.shape[2],
-                               k.shape[2], call_q.shape[3]);
-  const auto run = [&, &kernel = kernel, choice = choice](
-                       const TensorView& q, const TensorView& out, const TensorView& lse,
+// The CPU masked kernel the plan picked (`kernel`, `choice`).
+Status run_masked(const detail::KernelSlot<decltype(&sdpa_f32_masked_prefill)>& kernel,
+                  const attention_contract::KernelChoice& choice, const TensorView& call_q,
+                  const TensorView& k, const TensorView& v, const TensorView& call_out,
+                  const TensorView& call_lse, float scale, const MaskOptions& call_mask) {
+  const auto run = [&](const TensorView& q, const TensorView& out, const TensorView& lse,
                        const MaskOptions& m) {
     detail::MaskArgs mask(m, q.shape[0], q.shape[1], q.shape[2], k.shape[2]);
     detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
@@ -177,16 +176,6 @@ Status run_masked(const TensorView& call_q, const TensorView& k, const TensorVie
   };
   return detail::run_cpu_decode(!choice.prefill, call_q, k.shape[1], call_out, call_lse, call_mask,
                                 run);
-}
-
-// Whether a call has a Float16 or BFloat16 operand (q, k, v, out or the additive mask): it then
-// takes run_half's paths instead of the fp32 kernels.
-bool has_half_operand(const TensorView& q, const TensorView& k, const TensorView& v,
-                      const TensorView& out, const MaskOptions& m) {
-  for (const TensorView* t : {&q, &k, &v, &out, &m.additive_mask}) {
-    if (detail::is_half(t->dtype)) return true;
-  }
-  return false;
 }
 
 // SdpaOptions::rope of a call: the query rows sit at the last Sq of the Sk key positions.
@@ -226,7 +215,7 @@ Status run_rope(detail::Run run, const TensorView& q, const TensorView& k, const
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   const int64_t Hkv = k.shape[1], Sk = k.shape[2];
   const auto& masked = detail::cpu_rows().sdpa.masked;
-  if (run == detail::Run::CPU && !has_half_operand(q, k, v, out, m) &&
+  if (run == detail::Run::CPU && !detail::has_half_operand(q, k, v, out, m) &&
       detail::choose_kernel(masked.prefill.name, masked.decode.name, B, Hkv, Sq, Sk).prefill) {
     const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
     std::vector<float> lse_scratch;
@@ -334,27 +323,24 @@ Status run_half_gpu(Operands& operands, detail::Run run, const TensorView& q, co
   return operands.finish(out32, out);
 }
 
-// A call with a Float16 or BFloat16 operand (q, k, v, out or the additive mask). Unmasked bf16
-// prefill runs natively where the CPU has AVX-512 BF16 (on AMX, lone causal masks too); decode over
-// a half KV cache reads k and v as stored (the call's bytes are the cache's); every other call
-// widens its half operands exactly, runs the fp32 path, and rounds the result into out once.
-Status run_half(detail::Run run, const TensorView& q, const TensorView& k, const TensorView& v,
-                const TensorView& out, const SdpaOptions& options) {
-  if (run != detail::Run::CPU) {
+// A call with a Float16 or BFloat16 operand (q, k, v, out or the additive mask), as its plan's
+// half route says: unmasked bf16 prefill natively where the CPU has AVX-512 BF16 (on AMX, lone
+// causal masks too); decode over a half KV cache reading k and v as stored (the call's bytes are
+// the cache's); every other call widens its half operands exactly, runs the fp32 path, and rounds
+// the result into out once.
+Status run_half(const detail::SdpaPlan& plan, const TensorView& q, const TensorView& k,
+                const TensorView& v, const TensorView& out) {
+  const SdpaOptions& options = plan.options;
+  if (plan.half == detail::HalfRoute::Gpu) {
     return detail::with_fp32_scratch(q.device, options.gpu.cuda_stream, [&](auto& operands) {
-      return run_half_gpu(operands, run, q, k, v, out, options);
+      return run_half_gpu(operands, plan.run, q, k, v, out, options);
     });
   }
-  int64_t causal_offset = 0;
-  if (detail::amx_prefill_takes(q, k, v, out, options.mask, &causal_offset)) {
-    return run_bf16_prefill(nullptr, causal_offset, q, k, v, out, options);
+  if (plan.half == detail::HalfRoute::AmxPrefill) {
+    return run_bf16_prefill(nullptr, plan.amx_causal_offset, q, k, v, out, options);
   }
-  const bool dense_rows = q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1;
-  const auto* bf16_prefill =
-      detail::bf16_prefill_for(q.dtype, k.dtype, v.dtype, out.dtype, !options.mask.empty(),
-                               q.shape[2], k.shape[2], q.shape[3]);
-  if (bf16_prefill != nullptr && dense_rows) {
-    return run_bf16_prefill(bf16_prefill, 0, q, k, v, out, options);
+  if (plan.half == detail::HalfRoute::Bf16Prefill) {
+    return run_bf16_prefill(plan.plain, 0, q, k, v, out, options);
   }
   detail::Fp32Output result;
   detail::Fp32Input wq, wmask;
@@ -364,16 +350,13 @@ Status run_half(detail::Run run, const TensorView& q, const TensorView& k, const
   SdpaOptions fp32_options = options;
   fp32_options.mask.additive_mask = wmask.view();
   const MaskOptions& m = fp32_options.mask;
-  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Sk = k.shape[2];
-  detail::KernelChoice choice;
-  const detail::HalfKvDecodeRow* native =
-      detail::half_kv_decode(k.dtype, v.dtype, !m.empty(), B, k.shape[1], Sq, Sk, &choice);
-  if (native != nullptr) {
+  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2];
+  if (plan.half == detail::HalfRoute::HalfKvDecode) {
     const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.shape[3])));
     std::vector<float> lse_scratch;
     const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
-    ATTENTION_RETURN_IF_ERROR(
-        run_half_kv_decode(*native, choice, wq.view(), k, v, result.view(), lse, scale, m));
+    ATTENTION_RETURN_IF_ERROR(run_half_kv_decode(*plan.half_kv, plan.choice, wq.view(), k, v,
+                                                 result.view(), lse, scale, m));
     return result.finish();
   }
   detail::Fp32Input wk, wv;
@@ -452,73 +435,51 @@ Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorVie
 #endif
 }
 
-Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const TensorView& v,
-                        const TensorView& out, const SdpaOptions& call_options) {
-  if (out.numel() == 0) return Status::ok_status();  // B, H or Sq is 0
-  SdpaOptions options = call_options;
-  if (k.shape[2] > 0)
-    options.mask = without_inert_pieces(options.mask, q.shape[0], q.shape[2], k.shape[2]);
-  if (options.rope && k.shape[2] > 0) return run_rope(run, q, k, v, out, options);
-  const MaskOptions& m = options.mask;
-  const int64_t Sk = k.shape[2];
-  // A bottom-right sliding window leaves every row's first Sk - Sq - window keys behind: the call
-  // runs on the keys after them (the diagonals keep their distance to the last key), so the key
-  // splits cover only keys that count (1x32x1x16384x128, window 4095: 5.8 -> 3.5-3.8 ms on Zen
-  // 4) and a window the cut makes inert goes (without_inert_pieces). CPU calls: GPU device
-  // handles are not offset.
-  if (run == Run::CPU && m.causal == Causal::BottomRight && m.window >= 0 &&
-      m.window < Sk - q.shape[2]) {
-    const int64_t behind = Sk - q.shape[2] - m.window;
-    SdpaOptions kept = options;
-    std::vector<int32_t> lengths;
-    kept.mask = mask_over_keys(m, q.shape[0], Sk, behind, Sk, lengths);
-    return run_checked_sdpa(run, q, slice(k, 2, behind, Sk - behind),
-                            slice(v, 2, behind, Sk - behind), out, kept);
-  }
-  // Keys at or past the longest key length are no row's. Where the diagonals do not depend on Sk
-  // (top-left causal, or neither causal nor ALiBi) the call runs on the keys before it: a cache
-  // of capacity Sk whose sequences' lengths are given, the split planned over the keys that
-  // count (decode over a capacity of 8192 keys at 4096, 1x32x1x8192x128: 5.5-5.8 -> 3.4-3.5 ms;
-  // 4x32(8)x1x4096x128 at 1024: 2.8 -> 1.1-1.2). CPU calls, as above.
-  if (run == Run::CPU && m.key_lengths.data != nullptr && Sk > 0 &&
-      (m.causal == Causal::TopLeft || (m.causal == Causal::None && !m.alibi))) {
-    const std::vector<int32_t> lengths = lengths_or(m.key_lengths, q.shape[0], Sk);
-    const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
-    if (longest < Sk) {
-      SdpaOptions kept = options;
-      std::vector<int32_t> kept_lengths;
-      kept.mask = mask_over_keys(m, q.shape[0], Sk, 0, longest, kept_lengths);
-      return run_checked_sdpa(run, q, slice(k, 2, 0, longest), slice(v, 2, 0, longest), out, kept);
-    }
-  }
-  if (run == Run::CPU && k.shape[2] > 0) {
-    bool ran = false;
-    ATTENTION_RETURN_IF_ERROR(run_decode_as_paged(q, k, v, out, options, &ran));
-    if (ran) return Status::ok_status();
-    ATTENTION_RETURN_IF_ERROR(run_grouped_query_rows(q, k, v, out, options, &ran));
-    if (ran) return Status::ok_status();
-  }
-  if (has_half_operand(q, k, v, out, options.mask)) return run_half(run, q, k, v, out, options);
+Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& call_k,
+                        const TensorView& call_v, const TensorView& out,
+                        const SdpaOptions& call_options) {
+  SdpaPlan plan;
+  plan_sdpa(run, q, call_k, call_v, out, call_options, &plan);
+  if (log_plans()) log_plan("scaled_dot_product_attention", plan.describe());
+  const SdpaOptions& options = plan.options;
+  const int64_t Sk = plan.key_end - plan.key_begin;
+  const TensorView k = slice(call_k, 2, plan.key_begin, Sk);
+  const TensorView v = slice(call_v, 2, plan.key_begin, Sk);
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
-  if (k.shape[2] == 0) {  // no keys: every row is fully masked (CUDA tensors refused by the checks)
-    detail::write_rows_without_keys(out, options.logsumexp);
-    return Status::ok_status();
-  }
   const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
-  if (run != detail::Run::CPU) return run_gpu(run, q, k, v, out, options.logsumexp, scale, options);
+  switch (plan.route) {
+    case SdpaRoute::Nothing:
+      return Status::ok_status();
+    case SdpaRoute::Rope:
+      return run_rope(run, q, k, v, out, options);
+    case SdpaRoute::DecodeAsPaged:
+      return run_decode_as_paged(q, k, v, out, options);
+    case SdpaRoute::GroupedRows:
+      return run_grouped_query_rows(q, k, v, out, options, plan.grouped);
+    case SdpaRoute::Half:
+      return run_half(plan, q, k, v, out);
+    case SdpaRoute::NoKeys:  // every row is fully masked (CUDA tensors refused by the checks)
+      write_rows_without_keys(out, options.logsumexp);
+      return Status::ok_status();
+    case SdpaRoute::Gpu:
+      return run_gpu(run, q, k, v, out, options.logsumexp, scale, options);
+    case SdpaRoute::Masked:
+    case SdpaRoute::Plain:
+      break;
+  }
   std::vector<float> lse_scratch;
-  const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
-  if (!options.mask.empty()) return run_masked(q, k, v, out, lse, scale, options.mask);
-  const auto [kernel, choice] =
-      detail::pick_sdpa(detail::cpu_rows(), B, k.shape[1], Sq, k.shape[2], D);
-  const auto run_plain = [&, &kernel = kernel, split = choice.key_split](
+  const TensorView lse = stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
+  if (plan.route == SdpaRoute::Masked) {
+    return run_masked(*plan.masked, plan.choice, q, k, v, out, lse, scale, options.mask);
+  }
+  const auto run_plain = [&, split = plan.choice.key_split](
                              const TensorView& rows_q, const TensorView& rows_out,
                              const TensorView& rows_lse, const MaskOptions&) {
-    detail::HalideView hq(rows_q), hk(k), hv(v), hout(rows_out), hlse(rows_lse);
-    return detail::run_kernel(kernel.name, kernel.fn, hq.get(), hk.get(), hv.get(), scale, split,
-                              hout.get(), hlse.get());
+    HalideView hq(rows_q), hk(k), hv(v), hout(rows_out), hlse(rows_lse);
+    return run_kernel(plan.plain->name, plan.plain->fn, hq.get(), hk.get(), hv.get(), scale, split,
+                      hout.get(), hlse.get());
   };
-  return detail::run_cpu_decode(!choice.prefill, q, k.shape[1], out, lse, options.mask, run_plain);
+  return run_cpu_decode(!plan.choice.prefill, q, k.shape[1], out, lse, options.mask, run_plain);
 }
 
 }  // namespace detail
@@ -529,6 +490,18 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
   detail::Run run = detail::Run::CPU;
   ATTENTION_RETURN_IF_ERROR(detail::check_sdpa_call(q, k, v, out, options, &run));
   return detail::run_checked_sdpa(run, q, k, v, out, options);
+}
+
+Status explain_sdpa(const TensorView& q, const TensorView& k, const TensorView& v,
+                    const TensorView& out, const SdpaOptions& call_options, std::string* plan) {
+  if (plan == nullptr) return Status::invalid("plan: must not be null");
+  const SdpaOptions options = detail::without_absent_logsumexp(call_options);
+  detail::Run run = detail::Run::CPU;
+  ATTENTION_RETURN_IF_ERROR(detail::check_sdpa_call(q, k, v, out, options, &run));
+  detail::SdpaPlan planned;
+  detail::plan_sdpa(run, q, k, v, out, options, &planned);
+  *plan = planned.describe();
+  return Status::ok_status();
 }
 
 }  // namespace attention

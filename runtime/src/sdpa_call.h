@@ -26,35 +26,43 @@ Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorVie
 Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const TensorView& v,
                         const TensorView& out, const SdpaOptions& options);
 
-// A checked CPU decode call (Sq = 1) whose k and v are sequence-major ([B, Sk, Hkv, D] in memory:
-// each key position's rows of every kv head adjacent, as FlashAttention's and many frameworks'
-// KV caches are), whose mask the paged kernel computes alike (causal None or BottomRight, key
-// lengths, a softcap; a window and ALiBi without key lengths) and whose sizes gain (a batch with
-// Hkv >= 4, or Hkv >= 2 with Sk >= 128 and Sk · Hkv >= 1024): runs it as paged_attention over the
-// same memory viewed as a pool of blocks, and sets *ran. The contiguous decode kernels' items go
-// by head, which reads such a cache one row per position (1x32x1x4096x128: 1.6-1.9x slower than
-// the paged kernel, whose items read every kv head of a position together). Otherwise *ran =
-// false.
+// Decode as paged: a checked CPU decode call (Sq = 1, Sk >= 1) whose k and v are sequence-major
+// ([B, Sk, Hkv, D] in memory: each key position's rows of every kv head adjacent, as
+// FlashAttention's and many frameworks' KV caches are), whose mask the paged kernel computes alike
+// (causal None or BottomRight, key lengths, a softcap; a window and ALiBi without key lengths) and
+// whose sizes gain (plan/thresholds.h). The contiguous decode kernels' items go by head, which
+// reads such a cache one row per position; the paged kernel's items read every kv head of a
+// position together. The pool view: blocks of `block` positions, `width` per sequence,
+// `stride_blocks` between sequences, `blocks` in all.
+struct DecodePool {
+  int64_t block = 0, width = 0, stride_blocks = 0, blocks = 0;
+};
+bool decode_as_paged_takes(const TensorView& q, const TensorView& k, const TensorView& v,
+                           const SdpaOptions& options, DecodePool* pool);
+// Runs a call decode_as_paged_takes took as paged_attention over the same memory.
 Status run_decode_as_paged(const TensorView& q, const TensorView& k, const TensorView& v,
-                           const TensorView& out, const SdpaOptions& options, bool* ran);
+                           const TensorView& out, const SdpaOptions& options);
 
-// A checked CPU call of grouped-query attention (H / Hkv >= 2) with a few query rows
-// (kDecodeMaxQueries < Sq <= 64: speculative decoding's draft tokens, a short chunk of a prefill)
-// whose mask treats every row alike (key lengths, a softcap) or is bottom-right causal with
-// Sk >= 8·Sq: runs the rows of each kv head's query heads as one head's rows, [B, Hkv, group·Sq,
-// D], so the prefill kernel reads each kv head once, not once per query head (1x32(8)x4x4096x128:
-// 5.7 -> 1.8 ms on Zen 4). At D = 128 the decode kernels' row blocks take 3-8 rows of a head
-// without GQA (padded to 4 or 8; 5-8 from 128 keys), 2 from a sequence-major cache, 3-4 rows of
-// each of a pair of query heads (AVX-512: two_row_blocks), and 2 rows of each of a pair (causal or
-// sequence-major) or a group of 4 (sequence-major) from 256 keys, as a decode call whose kv heads
-// have 4 or 8 query heads each (1x32x3x4096x128 causal: 9.3 -> 4.0 ms; 1x32x4: 6.6 -> 4.0;
-// 1x32x8: 9.7 -> 5.0). Bottom-right causal splits the keys: the prefix every row sees runs that way
-// without the mask, the last Sq - 1 keys per head with it, and the parts merge by their logsumexps;
-// with a window
-// (>= Sq - 1, over 24·Sq keys or more, 48·Sq from 16 rows) the keys before the last row's reach
-// run per head too. Sets *ran; otherwise *ran = false and nothing runs.
+// Grouped rows: a checked CPU call (Sk >= 1) of grouped-query attention (H / Hkv >= 2) with a few
+// query rows (kDecodeMaxQueries < Sq <= kGroupedMaxQueries: speculative decoding's draft tokens, a
+// short chunk of a prefill) whose mask treats every row alike (key lengths, a softcap) or is
+// bottom-right causal over enough keys: the rows of each kv head's query heads run as one head's
+// rows, [B, Hkv, group·Sq, D], so the prefill kernel reads each kv head once, not once per query
+// head. At D = 128 the decode kernels' row blocks take a few rows of a head without GQA, or of a
+// pair or group of query heads (`decode_rows`, `rows_per_head` rows each, padded), as a decode
+// call. Bottom-right causal splits the keys: the prefix every row sees runs that way without the
+// mask, the last Sq - 1 keys per head with it, and the parts merge by their logsumexps; with a
+// window the keys before the last row's reach (`head_keys`) run per head too.
+struct GroupedRows {
+  bool decode_rows = false;
+  int64_t rows_per_head = 0;
+  int64_t head_keys = 0;
+};
+bool grouped_rows_take(const TensorView& q, const TensorView& k, const TensorView& v,
+                       const SdpaOptions& options, GroupedRows* plan);
 Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const TensorView& v,
-                              const TensorView& out, const SdpaOptions& options, bool* ran);
+                              const TensorView& out, const SdpaOptions& options,
+                              const GroupedRows& plan);
 
 // The rows per query head with which `group` query heads per kv head, Sq rows each, at head dim D
 // fill one of the decode kernels' row blocks (attention_contract::kDecodeRowBlockRows; each head's

@@ -242,29 +242,9 @@ struct SdpaOptions {
 // padded or reversed batch/head/sequence layouts work without copies), but out must not overlap q,
 // k, v or logsumexp, nor itself. The same rules hold for logsumexp (rank 3, Sq contiguous).
 //
-// A CPU decode call (Sq == 1) whose k and v hold each key position's kv heads together ([B, Sk,
-// Hkv, D] in memory, FlashAttention's KV cache), with Hkv >= 4 and B >= 2, or Hkv >= 2, Sk >= 128
-// and Sk * Hkv >= 1024, and no mask beyond causal (None or BottomRight), key_lengths, softcap,
-// and a window or ALiBi without key_lengths, runs the paged decode kernel over the same memory
-// (see paged_attention): its work items read every kv head of a position together, where the
-// contiguous kernel's go by head and would read such a cache a row per position (1.3-1.8x faster
-// on x86 at 512-4096 keys, 8-32 kv heads). Other calls keep the contiguous kernel, which was as
-// fast or faster there.
-//
-// A CPU call with grouped-query attention (H / Hkv >= 2) and 3 to 64 query rows (speculative
-// decoding's draft tokens, a short prefill chunk) whose mask is none, key_lengths and softcap,
-// or bottom-right causal (with those) over Sk >= 8·Sq keys, runs the rows of each kv head's query
-// heads as one head's rows ([B, Hkv, group·Sq, D]), so the prefill kernel reads each kv head once
-// instead of once per query head. Bottom-right causal splits the keys: those every row sees run
-// so without the mask, the last Sq - 1 keys per head with it, and the two parts merge by their
-// logsumexps (1x32(8)x4x4096x128 causal on x86: about 3x faster). At D = 128, 3 or 4 query rows
-// without GQA (5-8 over Sk >= 128 keys), 2 from a sequence-major cache ([B, Sk, Hkv, D] in
-// memory), 3 or 4 rows of each of a pair of query heads per kv head (on AVX-512, where the
-// kernels run 8 rows as two row blocks), and 2 rows of each of a pair (causal or sequence-major)
-// or a group of 4 (sequence-major) over Sk >= 256 keys run so too, as the decode kernels' blocks
-// of 4 or 8 rows per kv head (padded with copies of a head's first row; 1x32x3x4096x128 causal:
-// 2.3x faster, 1x32x8: 1.9x). q and out are copied into and out of the grouped layout (a few
-// rows); the results match the call on the heads' rows to rounding.
+// Which kernels run (and how the call's rows and keys are laid out for them) is the runtime's
+// choice for the machine, the shapes, strides and masks; explain_sdpa says what it is for a call.
+// The results match naive attention to rounding whatever runs.
 //
 // Zero sizes: if B, H or Sq is 0 the outputs are empty and the call succeeds without doing
 // anything. If Sk is 0 every query row has no key to attend to: out is all zeros and logsumexp is
@@ -283,6 +263,15 @@ struct SdpaOptions {
 // concurrently from several threads (they share the worker pool set by set_num_threads).
 Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, const TensorView& v,
                                     const TensorView& out, const SdpaOptions& options = {});
+
+// The plan scaled_dot_product_attention would run for these arguments now, as one line of text:
+// the route (e.g. "plain", "masked", "grouped-rows", "decode-as-paged", "half"), the backend, the
+// generated kernel where the route runs one, its key split, and any cuts of the keys ("cut(window)=
+// [begin,end)"). The arguments are checked exactly as the call checks them, and their error is
+// returned instead; nothing is written to any tensor and no kernel runs. ATTENTION_LOG_PLAN=1 in
+// the environment logs every SDPA call's plan to stderr in the same form.
+Status explain_sdpa(const TensorView& q, const TensorView& k, const TensorView& v,
+                    const TensorView& out, const SdpaOptions& options, std::string* plan);
 
 // scaled_dot_product_attention over a packed batch of sequences of different lengths
 // (FlashAttention's varlen layout): sequence b's queries are rows [cu_seqlens_q[b],
@@ -345,18 +334,11 @@ struct PagedKvCache {
 // window, window_forward, query_lengths, alibi, softcap; key_lengths is refused (seq_lens is
 // that), mask tensors and TopLeft too. The cache is Float32, Float16 or BFloat16 (read as stored,
 // widened in registers); q and out any of the three. Every table entry read and every length is
-// checked before the kernel runs; on error nothing is written. On the CPU a call with more than 4
-// query rows per kv head (H / Hkv · Sq, for Sq >= 3) copies each sequence's keys out of the pool,
-// a few kv heads at a time (about 8 MiB, at least one kv head per thread up to 32 MiB), and runs
-// scaled_dot_product_attention over them with Sk = seq_lens[b]; the paged kernel's decode-shaped
-// work items grow with the rows (1x32(8)x16x4096x128: 3x faster). At D = 128, 2 or 3 rows
-// without GQA and 2 causal rows of a pair or a group of 4 query heads per kv head, over 128 keys
-// or more per sequence on average and without a window or ALiBi, run the keys every valid row
-// sees as a decode call of 4 or 8 rows per kv head (the decode kernels' row blocks) and the last
-// rows' few keys apart, merged by logsumexp (1x32x3x4096x128 causal, block 16: 2.5x faster;
-// 1x32(8)x2: 1.9x). Other CPU calls of a batch of very different lengths run as a few calls,
-// each over sequences of similar length (their rows copied in and out), so a short sequence does
-// not cost as much as the longest.
+// checked before the kernel runs; on error nothing is written. On the CPU, calls with several
+// query rows per kv head may copy each sequence's keys out of the pool (a few kv heads at a time,
+// up to about 32 MiB of scratch) and attend over the copies, or run the rows as decode row blocks
+// merged by logsumexp; a batch of very different lengths may run as a few calls over sequences of
+// similar length. Results match the call over the gathered keys to rounding.
 //
 // Backends: the CPU, and CUDA / OpenCL (options.backend; Auto picks CUDA for Device::CUDA q, cache
 // pools and outputs). block_table and seq_lens are host tensors in every call (the checks read
@@ -588,7 +570,8 @@ struct KernelLibraryInfo {
 };
 std::vector<KernelLibraryInfo> kernel_libraries();
 
-// The generated kernel a CPU scaled_dot_product_attention call of this shape runs now (with any
+// explain_sdpa says what a whole call runs (kv heads, strides, masks, dtypes); this names only the
+// kernel a CPU scaled_dot_product_attention call of this shape with Hkv = H runs now (with any
 // mask when `masked`, k and v of dtype `kv`, q and out of dtype `q_out`, rows contiguous):
 // built-in, tuned or from a kernel library, e.g. "sdpa_f32_decode", "sdpa_bf16kv_decode" for a
 // decode call over a BFloat16 KV cache, "sdpa_bf16_prefill" for an unmasked all-BFloat16 prefill
