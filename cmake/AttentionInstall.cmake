@@ -1,5 +1,5 @@
 # `cmake --install <build> --prefix P`: the library with every generated kernel linked in, the
-# public header, a CMake package (find_package(attention CONFIG) -> attention::attention, with a
+# public headers, a CMake package (find_package(attention CONFIG) -> attention::attention, with a
 # version file) and a pkg-config file (attention.pc). Everything is found relative to P, so the
 # prefix can be moved or packaged.
 #
