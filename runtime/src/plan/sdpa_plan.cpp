@@ -205,7 +205,7 @@ void plan_sdpa(Run run, const TensorView& q, const TensorView& call_k, const Ten
 std::string SdpaPlan::describe() const {
   std::string s = std::string(route_name(route)) + " backend=" + backend_name(run);
   if (route == SdpaRoute::Half) s += std::string(" half=") + half_route_name(half);
-  if (!kernel.empty()) s += " kernel=" + kernel;
+  if (kernel != nullptr) s += std::string(" kernel=") + kernel;
   if (route == SdpaRoute::Plain || route == SdpaRoute::Masked ||
       (route == SdpaRoute::Half && half == HalfRoute::HalfKvDecode)) {
     s += " key_split=" + std::to_string(choice.key_split);

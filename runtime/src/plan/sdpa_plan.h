@@ -73,7 +73,9 @@ struct SdpaPlan {
   const KernelSlot<decltype(&sdpa_f32_masked_prefill)>* masked = nullptr;  // Masked
   const HalfKvDecodeRow* half_kv = nullptr;   // HalfRoute::HalfKvDecode
   attention_contract::KernelChoice choice{};  // Plain, Masked, HalfKvDecode
-  std::string kernel;  // the kernel that runs, where the route runs one ("" where it plans again)
+  // The kernel that runs, where the route runs one (nullptr where it plans again): a static name,
+  // so planning allocates nothing.
+  const char* kernel = nullptr;
 
   // One line: "route kernel=... [cuts ...] [...]".
   std::string describe() const;
