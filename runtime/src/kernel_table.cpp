@@ -177,10 +177,6 @@ const KernelBuild kBuilds[] = {
 #include "attention_kernel_builds.inc"
 };
 
-const char* backend_name(Run run) {
-  return run == Run::CUDA ? "cuda" : run == Run::OpenCL ? "opencl" : "cpu";
-}
-
 std::vector<Run> backends() {
 #if ATTENTION_GPU
   return {Run::CPU, Run::CUDA, Run::OpenCL};
@@ -210,6 +206,18 @@ Tiling with_build_params(const Tiling& base, const KernelBuild& build, const Par
 }
 
 }  // namespace
+
+const char* backend_name(Run run) {
+  return run == Run::CUDA ? "cuda" : run == Run::OpenCL ? "opencl" : "cpu";
+}
+
+const char* gpu_sdpa_kernel_name(Run run, bool masked, int64_t Sq) {
+  const SdpaRow& row = sdpa_row(run);
+  const auto name = [Sq](const auto& pair) {
+    return pair[choose_gpu_kernel(pair.prefill.name, pair.decode.name, Sq)].name;
+  };
+  return masked ? name(row.masked) : name(row.plain);
+}
 
 const CpuRows& builtin_cpu_rows() { return kBuiltinCpu; }
 

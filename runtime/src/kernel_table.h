@@ -176,8 +176,13 @@ inline CpuPick<decltype(&sdpa_f32_masked_prefill)> pick_masked_sdpa(const CpuRow
 void set_tuned_enabled(bool enabled);
 bool tuned_enabled_now();
 
+// "cpu", "cuda" or "opencl".
+const char* backend_name(Run run);
+
 // `run` must be a backend this build has kernels for (resolve_backend checks).
 const SdpaRow& sdpa_row(Run run);
+// The GPU SDPA kernel, unmasked or masked, that a call of Sq query rows on `run` takes.
+const char* gpu_sdpa_kernel_name(Run run, bool masked, int64_t Sq);
 const MhaRow& mha_row(Run run);
 // CPU only.
 const TilingPair<decltype(&additive_f32_prefill)>& additive_row();

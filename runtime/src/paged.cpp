@@ -831,12 +831,8 @@ bool decode_as_paged_takes(const TensorView& q, const TensorView& k, const Tenso
 }
 
 Status run_decode_as_paged(const TensorView& q, const TensorView& k, const TensorView& v,
-                           const TensorView& out, const SdpaOptions& options) {
-  DecodePool geometry;
-  if (!decode_as_paged_takes(q, k, v, options, &geometry)) {
-    return Status::error(StatusCode::KernelFailure, "internal: decode-as-paged planned for a call "
-                                                    "it does not take");
-  }
+                           const TensorView& out, const SdpaOptions& options,
+                           const DecodePool& geometry) {
   const MaskOptions& m = options.mask;
   const int64_t B = q.shape[0], Hkv = k.shape[1], Sk = k.shape[2];
   const int64_t block = geometry.block, width = geometry.width,

@@ -421,12 +421,8 @@ Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorVie
   if (k.shape[2] == 0) return Status::ok_status();  // host tensors: the zeros are written there
 #if ATTENTION_GPU
   // The workspace plan of the kernel that will serve the call (run_gpu plans it again).
-  const SdpaRow& row = sdpa_row(*run);
   const int64_t Sq = q.shape[2];
-  const auto kernel_name = [Sq](const auto& pair) {
-    return pair[choose_gpu_kernel(pair.prefill.name, pair.decode.name, Sq)].name;
-  };
-  const char* name = m.empty() ? kernel_name(row.plain) : kernel_name(row.masked);
+  const char* name = gpu_sdpa_kernel_name(*run, !m.empty(), Sq);
   std::vector<GpuChunk> chunks;
   return plan_gpu_chunks(kernel_gpu_tiling(name), q.shape[0], q.shape[1], Sq, k.shape[2],
                          v.shape[3], options.gpu, "gpu", q.shape[1] / k.shape[1], &chunks);
@@ -453,7 +449,7 @@ Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& call_k,
     case SdpaRoute::Rope:
       return run_rope(run, q, k, v, out, options);
     case SdpaRoute::DecodeAsPaged:
-      return run_decode_as_paged(q, k, v, out, options);
+      return run_decode_as_paged(q, k, v, out, options, plan.pool);
     case SdpaRoute::GroupedRows:
       return run_grouped_query_rows(q, k, v, out, options, plan.grouped);
     case SdpaRoute::Half:

@@ -15,8 +15,8 @@ namespace attention::detail {
 
 // Everything scaled_dot_product_attention checks before a kernel runs: the backend the tensors
 // resolve to (`run`), shapes, dtypes, strides, masks, overlaps and, for a GPU call, that its
-// workspace plan fits options.gpu and its dtypes and key count are ones the backend takes. Ok means the call
-// can only fail for reasons found while it runs (memory, the driver, the kernel).
+// workspace plan fits options.gpu and its dtypes and key count are ones the backend takes. Ok means
+// the call can only fail for reasons found while it runs (memory, the driver, the kernel).
 Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorView& v,
                        const TensorView& out, const SdpaOptions& options, Run* run);
 
@@ -39,9 +39,11 @@ struct DecodePool {
 };
 bool decode_as_paged_takes(const TensorView& q, const TensorView& k, const TensorView& v,
                            const SdpaOptions& options, DecodePool* pool);
-// Runs a call decode_as_paged_takes took as paged_attention over the same memory.
+// Runs a call decode_as_paged_takes took, with the pool view it found, as paged_attention over
+// the same memory.
 Status run_decode_as_paged(const TensorView& q, const TensorView& k, const TensorView& v,
-                           const TensorView& out, const SdpaOptions& options);
+                           const TensorView& out, const SdpaOptions& options,
+                           const DecodePool& pool);
 
 // Grouped rows: a checked CPU call (Sk >= 1) of grouped-query attention (H / Hkv >= 2) with a few
 // query rows (kDecodeMaxQueries < Sq <= kGroupedMaxQueries: speculative decoding's draft tokens, a

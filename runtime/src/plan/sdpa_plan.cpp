@@ -60,10 +60,6 @@ const char* half_route_name(HalfRoute half) {
   return "?";
 }
 
-const char* backend_name(Run run) {
-  return run == Run::CPU ? "cpu" : run == Run::CUDA ? "cuda" : "opencl";
-}
-
 // The half route of a CPU call with a half operand (run_half runs it).
 void plan_half(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
                SdpaPlan* plan) {
@@ -180,11 +176,7 @@ void plan_sdpa(Run run, const TensorView& q, const TensorView& call_k, const Ten
   }
   if (run != Run::CPU) {
     plan->route = SdpaRoute::Gpu;
-    const SdpaRow& row = sdpa_row(run);
-    const auto name = [Sq](const auto& pair) {
-      return pair[choose_gpu_kernel(pair.prefill.name, pair.decode.name, Sq)].name;
-    };
-    plan->kernel = m.empty() ? name(row.plain) : name(row.masked);
+    plan->kernel = gpu_sdpa_kernel_name(run, !m.empty(), Sq);
     return;
   }
   if (!m.empty()) {
