@@ -322,15 +322,13 @@ TEST(HalfKvCache, MixedTypesMatchReference) {
   }
 }
 
-// sdpa_kernel_name names the half-KV decode kernels for decode calls over a half cache, and the
-// fp32 kernel a widened call runs otherwise.
+// The plan names the half-KV decode kernels for decode calls over a half cache, and the fp32
+// kernel a widened call runs otherwise.
 TEST(HalfKvCache, KernelNamesFollowTheCacheType) {
-  EXPECT_EQ(attention::sdpa_kernel_name(1, 32, 1, 4096, 128, false, DType::Float16),
-            "sdpa_f16kv_decode");
-  EXPECT_EQ(attention::sdpa_kernel_name(8, 32, 1, 2048, 128, true, DType::BFloat16),
-            "sdpa_bf16kv_masked_decode");
-  EXPECT_EQ(attention::sdpa_kernel_name(1, 8, 2048, 2048, 64, false, DType::BFloat16),
-            attention::sdpa_kernel_name(1, 8, 2048, 2048, 64));
+  EXPECT_EQ(planned_kernel(1, 32, 1, 512, 128, false, DType::Float16), "sdpa_f16kv_decode");
+  EXPECT_EQ(planned_kernel(8, 4, 1, 300, 128, true, DType::BFloat16), "sdpa_bf16kv_masked_decode");
+  EXPECT_EQ(planned_kernel(1, 8, 2048, 2048, 64, false, DType::BFloat16),
+            planned_kernel(1, 8, 2048, 2048, 64));
 }
 
 // Whether this CPU runs the native bf16 prefill: the CPUID bits of its target
@@ -397,18 +395,13 @@ void check_bf16_prefill_cases(const std::vector<SdpaCase>& cases, bool native,
 TEST(Bf16Prefill, NativeKernelMatchesReference) {
   const bool native = cpu_has_avx512_bf16();
   const DType bf16 = DType::BFloat16;
-  EXPECT_EQ(
-      is_native_bf16_prefill(attention::sdpa_kernel_name(1, 8, 300, 500, 64, false, bf16, bf16)),
-      native);
+  EXPECT_EQ(is_native_bf16_prefill(planned_kernel(1, 8, 300, 500, 64, false, bf16, bf16)), native);
   // Masks, odd D, decode shapes and other dtypes never take it.
+  EXPECT_FALSE(is_native_bf16_prefill(planned_kernel(1, 8, 300, 500, 64, true, bf16, bf16)));
+  EXPECT_FALSE(is_native_bf16_prefill(planned_kernel(1, 8, 300, 500, 63, false, bf16, bf16)));
+  EXPECT_FALSE(is_native_bf16_prefill(planned_kernel(1, 8, 2, 500, 64, false, bf16, bf16)));
   EXPECT_FALSE(
-      is_native_bf16_prefill(attention::sdpa_kernel_name(1, 8, 300, 500, 64, true, bf16, bf16)));
-  EXPECT_FALSE(
-      is_native_bf16_prefill(attention::sdpa_kernel_name(1, 8, 300, 500, 63, false, bf16, bf16)));
-  EXPECT_FALSE(
-      is_native_bf16_prefill(attention::sdpa_kernel_name(1, 8, 2, 500, 64, false, bf16, bf16)));
-  EXPECT_FALSE(is_native_bf16_prefill(
-      attention::sdpa_kernel_name(1, 8, 300, 500, 64, false, bf16, DType::Float32)));
+      is_native_bf16_prefill(planned_kernel(1, 8, 300, 500, 64, false, bf16, DType::Float32)));
   if (!native) std::cout << "[ NOTE ] no AVX-512 BF16 here: the widening path ran instead\n";
   check_bf16_prefill_cases(
       {
@@ -444,7 +437,7 @@ TEST(Bf16Prefill, AmxKernelMatchesReference) {
   const bool amx = cpu_has_amx_bf16() && !(env != nullptr && std::string(env) == "0");
   const DType bf16 = DType::BFloat16;
   const auto kernel = [&](int64_t Sq, int64_t Sk, int64_t D) {
-    return attention::sdpa_kernel_name(1, 8, Sq, Sk, D, false, bf16, bf16);
+    return planned_kernel(1, 8, Sq, Sk, D, false, bf16, bf16);
   };
   EXPECT_EQ(kernel(300, 500, 64) == "sdpa_bf16_amx_prefill", amx);
   EXPECT_EQ(kernel(32, 1, 128) == "sdpa_bf16_amx_prefill", amx);

@@ -1,15 +1,20 @@
-// The SDPA planner (runtime/src/plan/sdpa_plan.h): a table of calls at and on both sides of each
-// candidate's thresholds with the plan each must get, explain_sdpa agreeing with the planner and
-// with the kernel the call really runs (recorded while it runs), and ATTENTION_LOG_PLAN's line.
+// The SDPA and paged planners (runtime/src/plan/): tables of calls at and on both sides of each
+// candidate's thresholds with the plan each must get, explain_sdpa / explain_paged agreeing with
+// the planner and with the kernels the call really runs (recorded while it runs), and
+// ATTENTION_LOG_PLAN's line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention/attention.h"
+#include "kernel_slots.h"
+#include "kernel_table.h"
 #include "plan/sdpa_plan.h"
 #include "plan/thresholds.h"
 
@@ -272,39 +277,47 @@ TEST(SdpaPlan, TableOfCandidates) {
     // The planner's kernel for the plain and masked routes is the one the kernel table picks.
     const bool masked = c.expected == "masked";
     if (c.expected == "plain" && c.contains.find("cut(") == std::string::npos) {
-      EXPECT_NE(plan.find(" kernel=" + attention::sdpa_kernel_name(c.B, c.H, c.Sq, c.Sk, c.D)),
+      EXPECT_NE(plan.find(" kernel=" +
+                          attention::detail::cpu_sdpa_kernel(false, c.B, c.H, c.Sq, c.Sk, c.D)),
                 std::string::npos)
           << plan;
     }
     if (masked && c.contains.find("cut(") == std::string::npos) {
-      EXPECT_NE(
-          plan.find(" kernel=" + attention::sdpa_kernel_name(c.B, c.H, c.Sq, c.Sk, c.D, true)),
-          std::string::npos)
+      EXPECT_NE(plan.find(" kernel=" +
+                          attention::detail::cpu_sdpa_kernel(true, c.B, c.H, c.Sq, c.Sk, c.D)),
+                std::string::npos)
           << plan;
     }
   }
 }
 
-// The half routes name the kernels sdpa_kernel_name names for them.
+// The half routes name the kernel table's half-KV decode and native bf16 prefill kernels, and
+// a widened call the fp32 kernel of its rest.
 TEST(SdpaPlan, HalfRoutesNameTheirKernels) {
   {
     Operands x(1, 8, 8, 1, 300, 64, false, DType::Float32, DType::Float16);
     std::string plan;
     ASSERT_TRUE(attention::explain_sdpa(x.q, x.k, x.v, x.out, {}, &plan).ok());
-    EXPECT_NE(plan.find(" kernel=" +
-                        attention::sdpa_kernel_name(1, 8, 1, 300, 64, false, DType::Float16)),
-              std::string::npos)
-        << plan;
+    attention::detail::KernelChoice choice;
+    const auto* row = attention::detail::half_kv_decode(DType::Float16, DType::Float16, false, 1, 8,
+                                                        1, 300, &choice);
+    ASSERT_NE(row, nullptr);
+    EXPECT_NE(plan.find(std::string(" kernel=") + row->plain.name), std::string::npos) << plan;
   }
   {
     Operands x(1, 8, 8, 300, 500, 64, false, DType::BFloat16, DType::BFloat16);
     std::string plan;
     ASSERT_TRUE(attention::explain_sdpa(x.q, x.k, x.v, x.out, {}, &plan).ok());
-    const std::string kernel =
-        attention::sdpa_kernel_name(1, 8, 300, 500, 64, false, DType::BFloat16, DType::BFloat16);
-    const bool native = kernel.find("bf16") != std::string::npos;
-    EXPECT_EQ(plan.find(" kernel=" + kernel) != std::string::npos, native) << plan;
-    EXPECT_EQ(plan.find("half=widened-to-fp32") != std::string::npos, !native) << plan;
+    const bool native =
+        attention::detail::bf16_prefill_for(DType::BFloat16, DType::BFloat16, DType::BFloat16,
+                                            DType::BFloat16, false, 300, 500, 64) != nullptr;
+    EXPECT_EQ(plan.find(" half=widened-to-fp32") == std::string::npos, native) << plan;
+    if (!native) {
+      EXPECT_NE(plan.find(" then: plain backend=cpu kernel=" +
+                          attention::detail::cpu_sdpa_kernel(false, 1, 8, 300, 500, 64)),
+                std::string::npos)
+          << plan;
+    }
   }
 }
 
@@ -357,6 +370,130 @@ TEST(SdpaPlan, RecordedKernelsMatchThePlan) {
       }
     }
   }
+}
+
+// A paged call's operands, owned: sequence b's blocks are its own, in order, in a pool of
+// [num_blocks, block_size, Hkv, D] (fp32, small finite values); q and out [B, H, Sq, D].
+struct PagedOperands {
+  PagedOperands(int64_t H, int64_t Hkv, int64_t Sq, int64_t D, int64_t block,
+                std::vector<int32_t> seq_lens)
+      : lengths(std::move(seq_lens)) {
+    const int64_t B = static_cast<int64_t>(lengths.size());
+    int64_t width = 1;
+    for (int32_t n : lengths) width = std::max<int64_t>(width, (n + block - 1) / block);
+    const int64_t blocks = B * width;
+    table.resize(static_cast<size_t>(B * width));
+    for (size_t i = 0; i < table.size(); ++i) table[i] = static_cast<int32_t>(i);
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    for (auto* data : {&q_data, &k_data, &v_data}) {
+      data->resize(
+          static_cast<size_t>(data == &q_data ? B * H * Sq * D : blocks * block * Hkv * D));
+      for (float& x : *data) x = value(rng);
+    }
+    out_data.assign(static_cast<size_t>(B * H * Sq * D), 0.0f);
+    q = TensorView::contiguous(q_data.data(), {B, H, Sq, D});
+    out = TensorView::contiguous(out_data.data(), {B, H, Sq, D});
+    cache.k = TensorView::contiguous(k_data.data(), {blocks, block, Hkv, D});
+    cache.v = TensorView::contiguous(v_data.data(), {blocks, block, Hkv, D});
+    cache.block_table = TensorView::contiguous(table.data(), DType::Int32, {B, width});
+    cache.seq_lens = TensorView::contiguous(lengths.data(), DType::Int32, {B});
+  }
+  std::vector<float> q_data, k_data, v_data, out_data;
+  std::vector<int32_t> lengths, table;
+  TensorView q, out;
+  attention::PagedKvCache cache;
+};
+
+struct PagedPlanCase {
+  const char* name;
+  int64_t H, Hkv, Sq, D, block;
+  std::vector<int32_t> seq_lens;
+  std::function<void(SdpaOptions&)> options;  // may be empty
+  std::string expected;                       // the route
+  std::string contains;                       // a piece the plan must hold ("" for none)
+};
+
+std::vector<PagedPlanCase> paged_plan_cases() {
+  const auto causal = [](SdpaOptions& o) { o.mask.causal = Causal::BottomRight; };
+  const auto window = [](SdpaOptions& o) {
+    o.mask.causal = Causal::BottomRight;
+    o.mask.window = 20;
+  };
+  const int64_t rows_keys = 128;  // paged.cpp's kDecodeRowsMinKeys: mean keys per sequence
+  return {
+      {"empty batch", 4, 4, 0, 16, 16, {}, {}, "nothing", ""},
+      {"decode", 4, 2, 1, 64, 16, {90, 100}, {}, "kernel", " length_groups=1"},
+      {"no keys", 4, 2, 1, 64, 16, {0, 0}, {}, "no-keys", ""},
+      {"mixed lengths", 4, 2, 1, 64, 16, {2000, 16, 16, 16}, {}, "kernel", " length_groups=2"},
+      // A window that leaves whole blocks behind cuts them, then the rest plans on.
+      {"window cut", 4, 2, 1, 64, 16, {300, 200}, window, "kernel", " cut(window)="},
+      {"window within a block", 4, 2, 1, 64, 16, {30, 20}, window, "kernel", ""},
+      // 2-3 draft rows of a head at D = 128: the decode row blocks, from 128 keys per sequence.
+      {"draft rows",
+       3,
+       3,
+       2,
+       128,
+       16,
+       {rows_keys, rows_keys},
+       causal,
+       "rows-as-decode",
+       " rows_per_head="},
+      {"draft rows, short", 3, 3, 2, 128, 16, {rows_keys - 1, rows_keys - 1}, causal, "kernel", ""},
+      {"draft rows, D 64", 3, 3, 2, 64, 16, {rows_keys, rows_keys}, causal, "kernel", ""},
+      // More rows per kv head than the decode row block: copies of the keys, SDPA on them.
+      {"chunked prefill", 2, 2, 7, 64, 16, {100, 50}, causal, "copied-keys", ""},
+      {"four rows", 2, 2, 4, 64, 16, {100, 50}, causal, "kernel", ""},
+  };
+}
+
+// Every paged candidate at and on both sides of its threshold; the kernels the call records are
+// the plan's where it names one, and some ran where the route plans its parts.
+TEST(PagedPlan, TableOfCandidatesAndRecordedKernels) {
+  for (const PagedPlanCase& c : paged_plan_cases()) {
+    SCOPED_TRACE(c.name);
+    PagedOperands x(c.H, c.Hkv, c.Sq, c.D, c.block, c.seq_lens);
+    SdpaOptions options;
+    if (c.options) c.options(options);
+    std::string plan;
+    const attention::Status explained =
+        attention::explain_paged(x.q, x.cache, x.out, options, &plan);
+    ASSERT_TRUE(explained.ok()) << explained.message();
+    EXPECT_EQ(route_of(plan), c.expected) << plan;
+    if (!c.contains.empty()) EXPECT_NE(plan.find(c.contains), std::string::npos) << plan;
+    if (c.contains.find("cut(") == std::string::npos) {
+      EXPECT_EQ(plan.find("cut("), std::string::npos) << plan;
+    }
+    std::vector<std::string> ran;
+    attention::detail::record_kernels(&ran);
+    const attention::Status status = attention::paged_attention(x.q, x.cache, x.out, options);
+    attention::detail::record_kernels(nullptr);
+    ASSERT_TRUE(status.ok()) << status.message();
+    const size_t at = plan.find(" kernel=");
+    if (c.expected == "nothing" || c.expected == "no-keys") {
+      EXPECT_TRUE(ran.empty()) << plan;
+    } else if (at != std::string::npos) {
+      const std::string kernel = plan.substr(at + 8, plan.find(' ', at + 8) - (at + 8));
+      ASSERT_FALSE(ran.empty()) << plan;
+      for (const std::string& name : ran) EXPECT_EQ(name, kernel) << plan;
+    } else {
+      EXPECT_FALSE(ran.empty()) << plan;
+    }
+  }
+}
+
+// explain_paged checks as the call does: the same error, nothing planned.
+TEST(PagedPlan, ExplainRefusesWhatTheCallRefuses) {
+  PagedOperands x(4, 2, 1, 16, 16, {20, 40});
+  x.table[0] = 1000;  // a block id past the pool
+  std::string plan = "untouched";
+  const attention::Status explained = attention::explain_paged(x.q, x.cache, x.out, {}, &plan);
+  const attention::Status called = attention::paged_attention(x.q, x.cache, x.out, {});
+  EXPECT_FALSE(explained.ok());
+  EXPECT_EQ(explained.message(), called.message());
+  EXPECT_EQ(plan, "untouched");
+  EXPECT_FALSE(attention::explain_paged(x.q, x.cache, x.out, {}, nullptr).ok());
 }
 
 // ATTENTION_LOG_PLAN=1 (tests/CMakeLists.txt runs this test with it): the call's plan on stderr.

@@ -533,6 +533,29 @@ bool is_native_bf16_prefill(const std::string& kernel) {
   return kernel == "sdpa_bf16_prefill" || kernel == "sdpa_bf16_amx_prefill";
 }
 
+std::string planned_kernel(int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, bool masked,
+                           attention::DType kv, attention::DType q_out) {
+  const auto bytes = [](int64_t n, attention::DType dtype) {
+    return static_cast<size_t>(std::max<int64_t>(n, 1)) *
+           (dtype == attention::DType::Float32 ? 4 : 2);
+  };
+  std::vector<unsigned char> q(bytes(B * H * Sq * D, q_out)), k(bytes(B * H * Sk * D, kv)),
+      v(k.size()), out(q.size());
+  attention::SdpaOptions options;
+  options.backend = attention::Backend::CPU;
+  if (masked) options.mask.softcap = 30.0f;
+  std::string plan;
+  const attention::Status status = attention::explain_sdpa(
+      attention::TensorView::contiguous(q.data(), q_out, {B, H, Sq, D}),
+      attention::TensorView::contiguous(k.data(), kv, {B, H, Sk, D}),
+      attention::TensorView::contiguous(v.data(), kv, {B, H, Sk, D}),
+      attention::TensorView::contiguous(out.data(), q_out, {B, H, Sq, D}), options, &plan);
+  if (!status.ok()) return "error: " + status.message();
+  const size_t at = plan.find(" kernel=");
+  if (at == std::string::npos) return "";
+  return plan.substr(at + 8, plan.find(' ', at + 8) - (at + 8));
+}
+
 attention::DType native_bf16_weights(const attention::TensorView& q, const attention::TensorView& k,
                                      const attention::TensorView& v, attention::DType dtype,
                                      const attention::MaskOptions& mask) {
@@ -540,11 +563,11 @@ attention::DType native_bf16_weights(const attention::TensorView& q, const atten
   const bool cpu = backend == attention::Backend::CPU || backend == attention::Backend::Auto;
   const bool dense_rows = q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1;
   int64_t causal_offset = 0;
-  const bool native = cpu && dense_rows &&
-                      (is_native_bf16_prefill(attention::sdpa_kernel_name(
-                           q.shape[0], q.shape[1], q.shape[2], k.shape[2], q.shape[3],
-                           !mask.empty(), dtype, dtype)) ||
-                       attention::detail::amx_prefill_takes(q, k, v, q, mask, &causal_offset));
+  const bool native =
+      cpu && dense_rows &&
+      (attention::detail::bf16_prefill_for(dtype, dtype, dtype, dtype, !mask.empty(), q.shape[2],
+                                           k.shape[2], q.shape[3]) != nullptr ||
+       attention::detail::amx_prefill_takes(q, k, v, q, mask, &causal_offset));
   return native ? attention::DType::BFloat16 : attention::DType::Float32;
 }
 

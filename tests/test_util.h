@@ -204,9 +204,16 @@ class HalfCopy {
                                                   attention::DType dtype,
                                                   const std::vector<double>* naive = nullptr);
 
-// Whether `kernel` (an sdpa_kernel_name) is one of the native bf16 prefill kernels: vdpbf16ps
+// Whether `kernel` (a kernel name) is one of the native bf16 prefill kernels: vdpbf16ps
 // (sdpa_bf16_prefill) or AMX (sdpa_bf16_amx_prefill). Both round the softmax weights to bfloat16.
 bool is_native_bf16_prefill(const std::string& kernel);
+
+// The kernel explain_sdpa names first for a CPU call of these sizes (Hkv = H, dense rows, q and
+// out of `q_out`, k and v of `kv`; `masked`: with a softcap, which the masked kernels compute), ""
+// where the plan names none.
+std::string planned_kernel(int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,
+                           bool masked = false, attention::DType kv = attention::DType::Float32,
+                           attention::DType q_out = attention::DType::Float32);
 
 // The softmax weights' storage type of the CPU kernel that serves an SDPA call with these
 // half-precision views (all `dtype`) and mask: BFloat16 where a native bf16 prefill runs it

@@ -8,7 +8,7 @@
 
 namespace attention::detail {
 
-// The kernel's name, for sdpa_kernel_name.
+// The kernel's name, for plans and the kernel recorder.
 const char* amx_prefill_kernel_name();
 
 // Whether the AMX kernel serves a bf16 prefill of these sizes here: an x86 build, a CPU with

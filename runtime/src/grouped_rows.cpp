@@ -72,7 +72,7 @@ bool grouped_rows_take(const TensorView& q, const TensorView& k, const TensorVie
   const bool rows_alike = (m.causal == Causal::None || bottom_right) &&
                           (m.window < 0 || m.window >= Sq - 1) && !m.alibi &&
                           !given(m.query_lengths) && !given(m.bool_mask) && !given(m.additive_mask);
-  // Keys before the window's reach from the last row (run_checked_sdpa has cut those no row sees).
+  // Keys before the window's reach from the last row (the plan has cut those no row sees).
   const int64_t head_keys = m.window >= 0 ? std::max<int64_t>(Sk - m.window, 0) : 0;
   // At D = 128, a kv head's rows (group·Sq) run as the decode kernels' row blocks where they fill
   // one of 4 or 8 rows (kDecodeRowBlockRows), padded with copies of each head's first row: a
@@ -169,9 +169,10 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
   prefix_options.mask.causal = Causal::None;  // the prefix is every row's
   prefix_options.mask.window = -1;
   prefix_options.mask.window_forward = 0;
-  ATTENTION_RETURN_IF_ERROR(run_checked_sdpa(
-      Run::CPU, as_rows(q_rows), slice(k, 2, head_keys, prefix_end - head_keys),
-      slice(v, 2, head_keys, prefix_end - head_keys), as_rows(prefix_rows_out), prefix_options));
+  ATTENTION_RETURN_IF_ERROR(plan_and_execute_sdpa("grouped-rows part", Run::CPU, as_rows(q_rows),
+                                                  slice(k, 2, head_keys, prefix_end - head_keys),
+                                                  slice(v, 2, head_keys, prefix_end - head_keys),
+                                                  as_rows(prefix_rows_out), prefix_options));
   if (prefix_end == Sk && head_keys == 0) {
     copy(prefix_out, out32);
     if (given(options.logsumexp)) copy(prefix_lse, options.logsumexp);
@@ -192,8 +193,9 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
     part.mask.causal = Causal::BottomRight;
     part.mask.window = mask.window;
     part.mask.window_forward = mask.window_forward;
-    ATTENTION_RETURN_IF_ERROR(run_checked_sdpa(Run::CPU, q32, slice(k, 2, begin, end - begin),
-                                               slice(v, 2, begin, end - begin), part_out, part));
+    ATTENTION_RETURN_IF_ERROR(
+        plan_and_execute_sdpa("grouped-rows part", Run::CPU, q32, slice(k, 2, begin, end - begin),
+                              slice(v, 2, begin, end - begin), part_out, part));
     merge_parts(out32, lse, part_out, part_lse, out32, lse);
     return Status::ok_status();
   };

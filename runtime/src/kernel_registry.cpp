@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "amx_prefill.h"
 #include "attention/kernel_library.h"
 #include "kernel_choice.h"
 #include "kernel_slots.h"
@@ -283,20 +282,6 @@ std::vector<KernelLibraryInfo> kernel_libraries() {
                       entry.status});
   }
   return result;
-}
-
-std::string sdpa_kernel_name(int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D, bool masked,
-                             DType kv, DType q_out) {
-  const auto* native = detail::bf16_prefill_for(q_out, kv, kv, q_out, masked, Sq, Sk, D);
-  if (native != nullptr) {
-    return detail::amx_prefill_serves(Sq, Sk, D, D) ? detail::amx_prefill_kernel_name()
-                                                    : native->name;
-  }
-  detail::KernelChoice choice;
-  const detail::HalfKvDecodeRow* half =
-      detail::half_kv_decode(kv, kv, masked, B, H, Sq, Sk, &choice);
-  if (half == nullptr) return detail::cpu_sdpa_kernel(masked, B, H, Sq, Sk, D);
-  return masked ? half->masked.name : half->plain.name;
 }
 
 std::string mha_kernel_name(bool masked) {

@@ -30,9 +30,10 @@ struct MhaShape {
   int64_t kv_width() const { return Hkv * D; }
 };
 
-// The Q, K, V projections (weights and optional biases) as views into the user's tensors.
+// The Q, K, V and output projections (weights and optional biases) as views into the user's
+// tensors (or into fp32 copies of them).
 struct Projections {
-  TensorView wq, wk, wv, bq, bk, bv;
+  TensorView wq, wk, wv, bq, bk, bv, wo, bo;
 };
 
 // Rows [begin, begin + count) of a validated rank-1 or rank-2 view (of any element size).
@@ -82,6 +83,8 @@ Status resolve_projections(const MhaWeights& w, const MhaShape& s, Device device
     p->wq = rows(w.in_proj_weight, 0, s.E);
     p->wk = rows(w.in_proj_weight, s.E, kv);
     p->wv = rows(w.in_proj_weight, s.E + kv, kv);
+    p->wo = w.out_proj_weight;
+    p->bo = w.out_proj_bias;
     if (detail::given(w.in_proj_bias)) {
       p->bq = rows(w.in_proj_bias, 0, s.E);
       p->bk = rows(w.in_proj_bias, s.E, kv);
@@ -101,7 +104,8 @@ Status resolve_projections(const MhaWeights& w, const MhaShape& s, Device device
   ATTENTION_RETURN_IF_ERROR(check_bias(w.q_bias, "weights.q_bias", s.E, "E", device));
   ATTENTION_RETURN_IF_ERROR(check_bias(w.k_bias, "weights.k_bias", kv, "Hkv·D", device));
   ATTENTION_RETURN_IF_ERROR(check_bias(w.v_bias, "weights.v_bias", kv, "Hkv·D", device));
-  *p = {w.q_proj_weight, w.k_proj_weight, w.v_proj_weight, w.q_bias, w.k_bias, w.v_bias};
+  *p = {w.q_proj_weight, w.k_proj_weight, w.v_proj_weight,   w.q_bias,
+        w.k_bias,        w.v_bias,        w.out_proj_weight, w.out_proj_bias};
   return Status::ok_status();
 }
 
@@ -235,8 +239,8 @@ Status attention_weights(const TensorView& x_q, const TensorView& x_kv, const Pr
 // (the masks' arguments follow them) and, like x_kv, of its batches, keeping their indices.
 // Consecutive chunks of the same batches share x_kv.
 Status run_mha_gpu(detail::Run run, const TensorView& x_q, const TensorView& x_kv,
-                   const Projections& p, const MhaWeights& weights, const TensorView& out,
-                   const MhaShape& s, float scale, const MhaOptions& options) {
+                   const Projections& p, const TensorView& out, const MhaShape& s, float scale,
+                   const MhaOptions& options) {
   const MaskOptions& m = options.mask;
   const detail::MhaRow& row = detail::mha_row(run);
   const auto& kernel = m.empty() ? row.plain : row.masked;
@@ -250,16 +254,16 @@ Status run_mha_gpu(detail::Run run, const TensorView& x_q, const TensorView& x_k
     return b.device == Device::CUDA ? b : detail::dense_bias(b, n, bias_storage[slot]);
   };
   const TensorView bq = bias(p.bq, s.E, 0), bk = bias(p.bk, s.kv_width(), 1),
-                   bv = bias(p.bv, s.kv_width(), 2), bo = bias(weights.out_proj_bias, s.E, 3);
+                   bv = bias(p.bv, s.kv_width(), 2), bo = bias(p.bo, s.E, 3);
   // The buffers outlive `call`, whose destructor releases their device memory (the chunks' too,
   // when a chunk fails).
-  detail::HalideView hw_q(p.wq), hw_k(p.wk), hw_v(p.wv), hw_o(weights.out_proj_weight), hb_q(bq),
-      hb_k(bk), hb_v(bv), hb_o(bo);
+  detail::HalideView hw_q(p.wq), hw_k(p.wk), hw_v(p.wv), hw_o(p.wo), hb_q(bq), hb_k(bk), hb_v(bv),
+      hb_o(bo);
   std::deque<detail::HalideView> chunk_views;
   std::deque<detail::MaskArgs> chunk_masks;
   detail::GpuCall call(run, options.gpu.cuda_stream);
   const std::pair<detail::HalideView*, const TensorView*> weights_in[] = {
-      {&hw_q, &p.wq}, {&hw_k, &p.wk}, {&hw_v, &p.wv}, {&hw_o, &weights.out_proj_weight},
+      {&hw_q, &p.wq}, {&hw_k, &p.wk}, {&hw_v, &p.wv}, {&hw_o, &p.wo},
       {&hb_q, &bq},   {&hb_k, &bk},   {&hb_v, &bv},   {&hb_o, &bo}};
   for (const auto& [view, tensor] : weights_in) {
     ATTENTION_RETURN_IF_ERROR(call.input(view->get(), tensor->device));
@@ -309,13 +313,18 @@ bool same_view(const TensorView& a, const TensorView& b) {
   return true;
 }
 
-// A call with a Float16 or BFloat16 tensor: every half input (x_q, x_kv, weights, biases, the
-// additive mask) widened exactly, the fp32 block, and out rounded once. attention_weights is fp32.
-// `scratch`: detail::HostFp32Scratch for host tensors (any backend), detail::CudaFp32Scratch for
-// Device::CUDA ones (converted on the device).
+Status execute_mha(detail::Run run, const TensorView& x_q, const TensorView& x_kv,
+                   const Projections& p, const TensorView& out, const MhaShape& s,
+                   const MhaOptions& options);
+
+// A call with a Float16 or BFloat16 tensor: every half input (x_q, x_kv, the projections' weights
+// and biases, the additive mask) widened exactly, the fp32 block over the copies, and out rounded
+// once. attention_weights is fp32. `scratch`: detail::HostFp32Scratch for host tensors (any
+// backend), detail::CudaFp32Scratch for Device::CUDA ones (converted on the device).
 template <typename Scratch>
-Status run_mha_half(Scratch& scratch, const TensorView& x_q, const TensorView& x_kv,
-                    const MhaWeights& weights, const TensorView& out, const MhaOptions& options) {
+Status run_mha_half(Scratch& scratch, detail::Run run, const TensorView& x_q,
+                    const TensorView& x_kv, const Projections& p, const TensorView& out,
+                    const MhaShape& s, const MhaOptions& options) {
   TensorView out32, x_q32, x_kv32, mask32;
   ATTENTION_RETURN_IF_ERROR(scratch.stage(out, &out32));
   ATTENTION_RETURN_IF_ERROR(scratch.widen(x_q, &x_q32));
@@ -326,24 +335,82 @@ Status run_mha_half(Scratch& scratch, const TensorView& x_q, const TensorView& x
     ATTENTION_RETURN_IF_ERROR(scratch.widen(x_kv, &x_kv32));
   }
   ATTENTION_RETURN_IF_ERROR(scratch.widen(options.mask.additive_mask, &mask32));
-  MhaWeights w = weights;
+  Projections p32 = p;
   for (TensorView* view :
-       {&w.in_proj_weight, &w.in_proj_bias, &w.q_proj_weight, &w.k_proj_weight, &w.v_proj_weight,
-        &w.q_bias, &w.k_bias, &w.v_bias, &w.out_proj_weight, &w.out_proj_bias}) {
+       {&p32.wq, &p32.wk, &p32.wv, &p32.bq, &p32.bk, &p32.bv, &p32.wo, &p32.bo}) {
     const TensorView given = *view;
     ATTENTION_RETURN_IF_ERROR(scratch.widen(given, view));
   }
   MhaOptions fp32_options = options;
   fp32_options.mask.additive_mask = mask32;
-  ATTENTION_RETURN_IF_ERROR(multi_head_attention(x_q32, x_kv32, w, out32, fp32_options));
+  ATTENTION_RETURN_IF_ERROR(execute_mha(run, x_q32, x_kv32, p32, out32, s, fp32_options));
   return scratch.finish(out32, out);
 }
 
-Status run_mha_half(const TensorView& x_q, const TensorView& x_kv, const MhaWeights& weights,
-                    const TensorView& out, const MhaOptions& options) {
-  return detail::with_fp32_scratch(x_q.device, options.gpu.cuda_stream, [&](auto& scratch) {
-    return run_mha_half(scratch, x_q, x_kv, weights, out, options);
-  });
+// Runs a checked call with rows (B, Sq >= 1; its mask without inert pieces) on `run`: half tensors
+// through fp32 copies, a call without keys written here, the GPU kernel, or the CPU kernel and the
+// attention weights.
+Status execute_mha(detail::Run run, const TensorView& x_q, const TensorView& x_kv,
+                   const Projections& p, const TensorView& out, const MhaShape& s,
+                   const MhaOptions& options) {
+  for (const TensorView* t : {&x_q, &x_kv, &out, &p.wq, &p.wk, &p.wv, &p.bq, &p.bk, &p.bv, &p.wo,
+                              &p.bo, &options.mask.additive_mask}) {
+    if (detail::is_half(t->dtype)) {
+      return detail::with_fp32_scratch(x_q.device, options.gpu.cuda_stream, [&](auto& scratch) {
+        return run_mha_half(scratch, run, x_q, x_kv, p, out, s, options);
+      });
+    }
+  }
+  if (s.Sk == 0) {
+    if (x_q.device == Device::CUDA) {
+      return Status::error(StatusCode::Unsupported,
+                           "x_kv: Sk = 0 is not supported for Device::CUDA tensors yet");
+    }
+    write_rows_without_keys(out, p.bo);
+    return Status::ok_status();
+  }
+  const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(s.D)));
+#if ATTENTION_GPU
+  if (run != detail::Run::CPU) return run_mha_gpu(run, x_q, x_kv, p, out, s, scale, options);
+#endif
+
+  const int64_t kv = s.kv_width();
+  std::vector<float> bias_storage[4];
+  std::vector<float> lse_storage(static_cast<size_t>(s.B * s.H * s.Sq));
+  const TensorView lse = TensorView::contiguous(lse_storage.data(), {s.B, s.H, s.Sq});
+  detail::MaskArgs mask(options.mask, s.B, s.H, s.Sq, s.Sk);
+  const bool values_finite = options.mask.empty() || values_certainly_finite(x_kv, p);
+  detail::HalideView hx_q(x_q), hx_kv(x_kv), hw_q(p.wq), hw_k(p.wk), hw_v(p.wv), hw_o(p.wo),
+      hb_q(detail::dense_bias(p.bq, s.E, bias_storage[0])),
+      hb_k(detail::dense_bias(p.bk, kv, bias_storage[1])),
+      hb_v(detail::dense_bias(p.bv, kv, bias_storage[2])),
+      hb_o(detail::dense_bias(p.bo, s.E, bias_storage[3])), hout(out), hlse(lse);
+  // Calls without masks take the variant without masking code (same arguments, masks ignored).
+  const detail::MhaRow& row = detail::mha_row(detail::Run::CPU);
+  const auto call_kernel = [&](const auto& kernel) {
+    return detail::run_kernel_parts(
+        kernel.name, kernel.fn,
+        std::tuple(hx_q.get(), hx_kv.get(), hw_q.get(), hb_q.get(), hw_k.get(), hb_k.get(),
+                   hw_v.get(), hb_v.get(), hw_o.get(), hb_o.get(), static_cast<int32_t>(s.H),
+                   static_cast<int32_t>(s.Hkv), scale),
+        mask.arguments(values_finite),
+        std::tuple(detail::prefill_key_split(kernel.name, s.Sk), hout.get(), hlse.get()));
+  };
+  ATTENTION_RETURN_IF_ERROR(options.mask.empty() ? call_kernel(row.plain)
+                                                 : call_kernel(row.masked));
+  if (!detail::given(options.attention_weights)) return Status::ok_status();
+
+  // Per head into the caller's view, or into scratch that is then averaged over heads.
+  const TensorView& requested = options.attention_weights;
+  std::vector<float> per_head_storage;
+  TensorView per_head = requested;
+  if (requested.rank == 3) {
+    per_head_storage.resize(static_cast<size_t>(s.B * s.H * s.Sq * s.Sk));
+    per_head = TensorView::contiguous(per_head_storage.data(), {s.B, s.H, s.Sq, s.Sk});
+  }
+  ATTENTION_RETURN_IF_ERROR(attention_weights(x_q, x_kv, p, s, scale, options.mask, lse, per_head));
+  if (requested.rank == 3) detail::average_heads(per_head, requested);
+  return Status::ok_status();
 }
 
 }  // namespace
@@ -382,61 +449,7 @@ Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
   if (s.B == 0 || s.Sq == 0) return Status::ok_status();
   // Pieces that hide no key go: such calls run the plain kernels (a decode call's causal flag).
   if (s.Sk > 0) options.mask = detail::without_inert_pieces(call_options.mask, s.B, s.Sq, s.Sk);
-  for (const detail::NamedView& t : tensors) {
-    if (detail::is_half(t.view->dtype)) return run_mha_half(x_q, x_kv, weights, out, options);
-  }
-  if (s.Sk == 0) {
-    if (x_q.device == Device::CUDA) {
-      return Status::error(StatusCode::Unsupported,
-                           "x_kv: Sk = 0 is not supported for Device::CUDA tensors yet");
-    }
-    write_rows_without_keys(out, weights.out_proj_bias);
-    return Status::ok_status();
-  }
-  const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(s.D)));
-#if ATTENTION_GPU
-  if (run != detail::Run::CPU) {
-    return run_mha_gpu(run, x_q, x_kv, p, weights, out, s, scale, options);
-  }
-#endif
-
-  const int64_t kv = s.kv_width();
-  std::vector<float> bias_storage[4];
-  std::vector<float> lse_storage(static_cast<size_t>(s.B * s.H * s.Sq));
-  const TensorView lse = TensorView::contiguous(lse_storage.data(), {s.B, s.H, s.Sq});
-  detail::MaskArgs mask(options.mask, s.B, s.H, s.Sq, s.Sk);
-  const bool values_finite = options.mask.empty() || values_certainly_finite(x_kv, p);
-  detail::HalideView hx_q(x_q), hx_kv(x_kv), hw_q(p.wq), hw_k(p.wk), hw_v(p.wv),
-      hw_o(weights.out_proj_weight), hb_q(detail::dense_bias(p.bq, s.E, bias_storage[0])),
-      hb_k(detail::dense_bias(p.bk, kv, bias_storage[1])),
-      hb_v(detail::dense_bias(p.bv, kv, bias_storage[2])),
-      hb_o(detail::dense_bias(weights.out_proj_bias, s.E, bias_storage[3])), hout(out), hlse(lse);
-  // Calls without masks take the variant without masking code (same arguments, masks ignored).
-  const detail::MhaRow& row = detail::mha_row(detail::Run::CPU);
-  const auto call_kernel = [&](const auto& kernel) {
-    return detail::run_kernel_parts(
-        kernel.name, kernel.fn,
-        std::tuple(hx_q.get(), hx_kv.get(), hw_q.get(), hb_q.get(), hw_k.get(), hb_k.get(),
-                   hw_v.get(), hb_v.get(), hw_o.get(), hb_o.get(), static_cast<int32_t>(s.H),
-                   static_cast<int32_t>(s.Hkv), scale),
-        mask.arguments(values_finite),
-        std::tuple(detail::prefill_key_split(kernel.name, s.Sk), hout.get(), hlse.get()));
-  };
-  ATTENTION_RETURN_IF_ERROR(options.mask.empty() ? call_kernel(row.plain)
-                                                 : call_kernel(row.masked));
-  if (!detail::given(options.attention_weights)) return Status::ok_status();
-
-  // Per head into the caller's view, or into scratch that is then averaged over heads.
-  const TensorView& requested = options.attention_weights;
-  std::vector<float> per_head_storage;
-  TensorView per_head = requested;
-  if (requested.rank == 3) {
-    per_head_storage.resize(static_cast<size_t>(s.B * s.H * s.Sq * s.Sk));
-    per_head = TensorView::contiguous(per_head_storage.data(), {s.B, s.H, s.Sq, s.Sk});
-  }
-  ATTENTION_RETURN_IF_ERROR(attention_weights(x_q, x_kv, p, s, scale, options.mask, lse, per_head));
-  if (requested.rank == 3) detail::average_heads(per_head, requested);
-  return Status::ok_status();
+  return execute_mha(run, x_q, x_kv, p, out, s, options);
 }
 
 }  // namespace attention

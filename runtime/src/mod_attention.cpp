@@ -420,6 +420,46 @@ Status gpu_mod_attention(const char* mod, const ModKernels& kernels, detail::Run
   });
 }
 
+// A checked CPU call with rows (out not empty) of fp32 operands on `kernel` (the prefill or decode
+// kernel of `choice`): the mod's key ranges first where the kernel takes them, then the kernel.
+Status run_mod_cpu(const char* mod, const ModKernels& kernels, const ModKernel& kernel,
+                   const attention_contract::KernelChoice& choice, const TensorView& q,
+                   const TensorView& k, const TensorView& v, const TensorView& out,
+                   const std::vector<ModArgument>& arguments, const SdpaOptions& options) {
+  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
+  const int64_t Sk = k.shape[2];
+  if (Sk == 0) {  // no keys: every row sees none
+    detail::write_rows_without_keys(out, options.logsumexp);
+    return Status::ok_status();
+  }
+  const halide_filter_metadata_t& md = *kernel.metadata();
+  const detail::CpuKernelInfo& info = detail::cpu_kernel_info();
+  std::vector<float> lse_scratch;
+  KernelTensors t{q, k, v, out,
+                  detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch),
+                  TensorView{}, options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D))),
+                  choice.key_split,
+                  // A non-finite v at a hidden key would reach rows through 0 · NaN; prefill's
+                  // plain P·V is only safe without them (decode always takes the safe form).
+                  choice.prefill && detail::all_finite(v)};
+  // Block skipping: the mod's key range per query tile, scanned by its key_ranges kernel.
+  std::vector<int32_t> ranges;
+  if (takes_input(md, "key_ranges")) {
+    ATTENTION_RETURN_IF_ERROR(check_key_ranges_kernel(mod, kernels, kernel));
+    const int64_t groups = (Sq + info.prefill.query_tile - 1) / info.prefill.query_tile;
+    // Splits are the skipped blocks: at most 512 keys. Inside a visited split every stage stops
+    // at the tile's range (SdpaFuncs::grouped), so a larger split wastes nothing and costs fewer
+    // split results (1x8x2048x64, AVX2, against the built-in kernels: causal mod 1.13x at 512
+    // against 1.11-1.22x at 256, window 512 1.08-1.16x against 1.23-1.28x; 8 documents in 4096
+    // tokens 72-81 ms against 81-83; bench/RESULTS.md).
+    t.key_split = std::min<int32_t>(t.key_split, kSkippedBlockKeys);
+    ranges.resize(static_cast<size_t>(B * H * groups * 2));
+    t.key_ranges = TensorView::contiguous(ranges.data(), DType::Int32, {B, H, groups, 2});
+    ATTENTION_RETURN_IF_ERROR(run_mod_kernel(mod, kernels.key_ranges, t, arguments));
+  }
+  return run_mod_kernel(mod, kernel, t, arguments);
+}
+
 }  // namespace
 
 Status mod_attention(const ModKernels& kernels, const TensorView& q, const TensorView& k,
@@ -466,6 +506,17 @@ Status mod_attention(const ModKernels& kernels, const TensorView& q, const Tenso
   if (run != detail::Run::CPU) {
     return gpu_mod_attention(mod, kernels, run, q, k, v, out, arguments, resolved);
   }
+  const int64_t B = q.shape[0], Sq = q.shape[2];
+  const int64_t Hkv = k.shape[1], Sk = k.shape[2];
+  const detail::CpuKernelInfo& info = detail::cpu_kernel_info();
+  const attention_contract::KernelChoice choice =
+      has_decode ? attention_contract::choose_cpu_kernel(B, Hkv, Sq, Sk, info.prefill, info.decode)
+                 : attention_contract::KernelChoice{
+                       true, attention_contract::prefill_key_split(Sk, info.prefill)};
+  const ModKernel& kernel = choice.prefill ? kernels.prefill : kernels.decode;
+  ATTENTION_RETURN_IF_ERROR(
+      check_mod_arguments(mod, *kernel.metadata(), arguments, out, Device::CPU));
+  if (out.numel() == 0) return Status::ok_status();
   // Float16 / BFloat16 operands (validated above): widened exactly into fp32 scratch for the fp32
   // mod kernels, and the result rounded into out once; out is untouched until then.
   if (detail::is_half(q.dtype) || detail::is_half(k.dtype) || detail::is_half(v.dtype) ||
@@ -476,50 +527,11 @@ Status mod_attention(const ModKernels& kernels, const TensorView& q, const Tenso
     ATTENTION_RETURN_IF_ERROR(wq.widen(q));
     ATTENTION_RETURN_IF_ERROR(wk.widen(k));
     ATTENTION_RETURN_IF_ERROR(wv.widen(v));
-    ATTENTION_RETURN_IF_ERROR(
-        mod_attention(kernels, wq.view(), wk.view(), wv.view(), result.view(), arguments, options));
+    ATTENTION_RETURN_IF_ERROR(run_mod_cpu(mod, kernels, kernel, choice, wq.view(), wk.view(),
+                                          wv.view(), result.view(), arguments, options));
     return result.finish();
   }
-  const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
-  const int64_t Hkv = k.shape[1], Sk = k.shape[2];
-  const detail::CpuKernelInfo& info = detail::cpu_kernel_info();
-  const attention_contract::KernelChoice choice =
-      has_decode ? attention_contract::choose_cpu_kernel(B, Hkv, Sq, Sk, info.prefill, info.decode)
-                 : attention_contract::KernelChoice{
-                       true, attention_contract::prefill_key_split(Sk, info.prefill)};
-  const ModKernel& kernel = choice.prefill ? kernels.prefill : kernels.decode;
-  const halide_filter_metadata_t& md = *kernel.metadata();
-  ATTENTION_RETURN_IF_ERROR(check_mod_arguments(mod, md, arguments, out, Device::CPU));
-  if (out.numel() == 0) return Status::ok_status();
-  if (Sk == 0) {  // no keys: every row sees none
-    detail::write_rows_without_keys(out, options.logsumexp);
-    return Status::ok_status();
-  }
-
-  std::vector<float> lse_scratch;
-  KernelTensors t{q, k, v, out,
-                  detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch),
-                  TensorView{}, options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D))),
-                  choice.key_split,
-                  // A non-finite v at a hidden key would reach rows through 0 · NaN; prefill's
-                  // plain P·V is only safe without them (decode always takes the safe form).
-                  choice.prefill && detail::all_finite(v)};
-  // Block skipping: the mod's key range per query tile, scanned by its key_ranges kernel.
-  std::vector<int32_t> ranges;
-  if (takes_input(md, "key_ranges")) {
-    ATTENTION_RETURN_IF_ERROR(check_key_ranges_kernel(mod, kernels, kernel));
-    const int64_t groups = (Sq + info.prefill.query_tile - 1) / info.prefill.query_tile;
-    // Splits are the skipped blocks: at most 512 keys. Inside a visited split every stage stops
-    // at the tile's range (SdpaFuncs::grouped), so a larger split wastes nothing and costs fewer
-    // split results (1x8x2048x64, AVX2, against the built-in kernels: causal mod 1.13x at 512
-    // against 1.11-1.22x at 256, window 512 1.08-1.16x against 1.23-1.28x; 8 documents in 4096
-    // tokens 72-81 ms against 81-83; bench/RESULTS.md).
-    t.key_split = std::min<int32_t>(t.key_split, kSkippedBlockKeys);
-    ranges.resize(static_cast<size_t>(B * H * groups * 2));
-    t.key_ranges = TensorView::contiguous(ranges.data(), DType::Int32, {B, H, groups, 2});
-    ATTENTION_RETURN_IF_ERROR(run_mod_kernel(mod, kernels.key_ranges, t, arguments));
-  }
-  return run_mod_kernel(mod, kernel, t, arguments);
+  return run_mod_cpu(mod, kernels, kernel, choice, q, k, v, out, arguments, options);
 }
 
 }  // namespace attention

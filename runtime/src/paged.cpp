@@ -19,6 +19,8 @@
 #include "kernel_choice.h"
 #include "kernel_table.h"
 #include "mask_args.h"
+#include "plan/paged_plan.h"
+#include "plan/sdpa_plan.h"
 #include "plan/thresholds.h"
 #include "sdpa_call.h"
 #include "tensor_util.h"
@@ -50,11 +52,8 @@ int64_t int_at(const TensorView& t, int64_t i, int64_t j = 0) {
   return static_cast<const int32_t*>(t.data)[i * t.strides[0] + j * t.strides[1]];
 }
 
-struct PagedShape {
-  int64_t B, H, Sq, D, Dv, Hkv, blocks, block_size, width;  // width: max_blocks_per_seq
-  int32_t block_shift;
-  int64_t longest;  // max seq_lens
-};
+using detail::PagedChunk;
+using detail::PagedShape;
 
 // The cache and q on `device` (the call's); the table and lengths are host tensors.
 Status check_cache(const TensorView& q, const PagedKvCache& cache, Device device, PagedShape* s) {
@@ -198,15 +197,21 @@ std::vector<int32_t> kernel_block_table(const PagedKvCache& cache, const PagedSh
   return table;
 }
 
+// The CPU paged kernel of a call. One query row per head over a slots-major pool: the
+// whole-split kernel, which prefetches v (bench/RESULTS.md; 1x32x1x4096x128, block 16: 1.3x
+// faster; with GQA, 8x32(8)x1x2048x128, block 16: 1.3x on AVX-512, 2.1x on AVX2, 1.2x per head
+// with ALiBi). Chunked prefill and heads-major pools keep the predicated kernel, whose loops
+// there read v by head.
+const detail::KernelSlot<decltype(&sdpa_f32_paged_decode)>& paged_cpu_kernel(
+    const PagedKvCache& cache, const PagedShape& s) {
+  const bool whole = cache.layout == PagedKvLayout::BlocksSlotsHeads && s.Sq == 1;
+  return whole ? detail::paged_whole_decode_kernel(cache.k.dtype)
+               : detail::paged_decode_kernel(detail::Run::CPU, cache.k.dtype);
+}
+
 Status run_paged_cpu(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
                      const SdpaOptions& options, float scale, const PagedShape& s) {
-  // One query row per head over a slots-major pool: the whole-split kernel, which prefetches v
-  // (bench/RESULTS.md; 1x32x1x4096x128, block 16: 1.3x faster; with GQA, 8x32(8)x1x2048x128,
-  // block 16: 1.3x on AVX-512, 2.1x on AVX2, 1.2x per head with ALiBi). Chunked prefill and
-  // heads-major pools keep the predicated kernel, whose loops there read v by head.
-  const bool whole = cache.layout == PagedKvLayout::BlocksSlotsHeads && s.Sq == 1;
-  const auto& kernel = whole ? detail::paged_whole_decode_kernel(cache.k.dtype)
-                             : detail::paged_decode_kernel(detail::Run::CPU, cache.k.dtype);
+  const auto& kernel = paged_cpu_kernel(cache, s);
   // The kernel's work items are (key split, batch), every kv head inside (paged_sdpa). Splits
   // as short as split_keys / Hkv keys (an item then holds a contiguous decode item's K and V
   // rows), so one short sequence still spreads over the cores: with the contiguous minimum,
@@ -330,11 +335,9 @@ constexpr int64_t kDecodeRowsMinKeys = 128;
 // 1x32x4x4096x128 even, 1x8x4x256x128 0.073 against 0.082 ms), calls of fewer than
 // kDecodeRowsMinKeys keys per sequence on average (8x32x2x64x128: 1.13-1.17 against 1.29-1.30,
 // gains from 128: 2.17-2.20 -> 1.82-1.84), a window or ALiBi (measured from each row's own
-// diagonal), and a sequence with fewer keys than its rows but one (*ran = false).
-Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
-                                const TensorView& out, const SdpaOptions& options,
-                                const PagedShape& s, bool* ran) {
-  *ran = false;
+// diagonal), and a sequence with fewer keys than its rows but one: rows_as_decode_rows says 0.
+int64_t rows_as_decode_rows(const PagedKvCache& cache, const SdpaOptions& options,
+                            const PagedShape& s) {
   const MaskOptions& m = options.mask;
   const int64_t group = s.H / s.Hkv;
   // Each head's rows, padded to R: the memory of a decode call [B, H·R, 1, X].
@@ -350,19 +353,31 @@ Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
   // against 8.0-8.5 over a heads-major one, and a pair's 3-4 rows gained 5% at most.
   const bool few_rows = group == 1 ? s.Sq == 2 || s.Sq == 3 : s.Sq == 2 && bottom_right;
   if (R == 0 || m.window >= 0 || m.alibi || !few_rows || total_keys < kDecodeRowsMinKeys * s.B) {
-    return Status::ok_status();
+    return 0;
   }
+  const bool query_lengths = detail::given(options.mask.query_lengths);
+  for (int64_t b = 0; b < s.B; ++b) {
+    const int64_t keys = int_at(cache.seq_lens, b);
+    const int64_t valid = query_lengths ? int_at(options.mask.query_lengths, b) : s.Sq;
+    if (bottom_right && valid > 0 && keys < valid - 1) return 0;
+  }
+  return R;
+}
+
+// Runs a call rows_as_decode_rows took, each head's rows padded to R.
+Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
+                                const TensorView& out, const SdpaOptions& options,
+                                const PagedShape& s, int64_t R) {
+  const bool bottom_right = options.mask.causal == Causal::BottomRight;
   const bool query_lengths = detail::given(options.mask.query_lengths);
   std::vector<int32_t> rows(static_cast<size_t>(s.B)), prefix(rows.size()), tail(rows.size());
   for (int64_t b = 0; b < s.B; ++b) {
     const int64_t keys = int_at(cache.seq_lens, b);
     const int64_t valid = query_lengths ? int_at(options.mask.query_lengths, b) : s.Sq;
-    if (bottom_right && valid > 0 && keys < valid - 1) return Status::ok_status();
     rows[b] = static_cast<int32_t>(valid);
     prefix[b] = static_cast<int32_t>(valid == 0 ? 0 : bottom_right ? keys - valid + 1 : keys);
     tail[b] = static_cast<int32_t>(valid == 0 ? 0 : keys - prefix[b]);
   }
-  *ran = true;
   detail::HostFp32Scratch halves;
   TensorView q32, out32;
   ATTENTION_RETURN_IF_ERROR(halves.widen(q, &q32));
@@ -386,8 +401,14 @@ Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
   part.mask.window_forward = 0;  // every row sees the whole prefix, however far it reaches
   part.mask.query_lengths = TensorView();
   part.logsumexp = as_decode(prefix_rows_lse);
-  ATTENTION_RETURN_IF_ERROR(
-      paged_attention(as_decode(q_rows), prefix_cache, as_decode(prefix_rows_out), part));
+  // The prefix's rows as one decode call, planned and run as such.
+  const TensorView decode_q = as_decode(q_rows), decode_out = as_decode(prefix_rows_out);
+  detail::PagedPlan prefix_plan;
+  ATTENTION_RETURN_IF_ERROR(detail::plan_paged(detail::Run::CPU, decode_q, prefix_cache, decode_out,
+                                               part, detail::paged_shape(decode_q, prefix_cache),
+                                               &prefix_plan));
+  if (detail::log_plans()) detail::log_plan("paged_attention rows part", prefix_plan.describe());
+  ATTENTION_RETURN_IF_ERROR(detail::execute_paged(prefix_plan, decode_q, decode_out));
   const TensorView prefix_out = detail::slice(prefix_rows_out, 2, 0, s.Sq),
                    prefix_lse = detail::slice(prefix_rows_lse, 2, 0, s.Sq);
   if (!bottom_right) {
@@ -429,8 +450,8 @@ Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
     part.mask.window_forward = options.mask.window_forward;
     part.mask.key_lengths = TensorView::contiguous(tail.data(), DType::Int32, {s.B});
     part.logsumexp = tail_lse;
-    ATTENTION_RETURN_IF_ERROR(detail::run_checked_sdpa(
-        detail::Run::CPU, q32,
+    ATTENTION_RETURN_IF_ERROR(detail::plan_and_execute_sdpa(
+        "paged_attention causal tail", detail::Run::CPU, q32,
         TensorView::contiguous(k_tail.data(), cache.k.dtype, {s.B, s.Hkv, T, s.D}),
         TensorView::contiguous(v_tail.data(), cache.v.dtype, {s.B, s.Hkv, T, s.Dv}), tail_out,
         part));
@@ -445,18 +466,17 @@ Status run_paged_rows_as_decode(const TensorView& q, const PagedKvCache& cache,
 
 // A window leaves each sequence's keys before seq_lens[b] - rows_b - window behind for every row
 // (rows_b: its valid rows; the diagonals are measured from each sequence's end). A call whose
-// window leaves whole blocks behind runs on a table without them and lengths shortened alike, and
-// sets *ran: the kernels' splits are planned over each sequence's length (CPU) or the table's
-// width (GPU) and compute every key of theirs. CPU: 1x32x1x16384x128, window 4095, block 16:
-// 16.0-18.1 -> 3.7-5.2 ms; 8x32(8)x1x4096x128, window 1023: 14.1-21.1 -> 3.6. OpenCL on PoCL
-// (host pools, copied each call): 1x32(8)x1x16384x128, window 4095: 162-174 -> 95-98 ms;
-// 8x32(8)x1x4096x128, window 1023: 309-354 -> 188-197; the first with 4 rows: 459-504 -> 199-206.
-// The pools are not offset (their device copies or handles stay whole). Otherwise *ran = false.
-Status run_paged_window(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
-                        const SdpaOptions& options, const PagedShape& s, bool* ran) {
-  *ran = false;
-  const MaskOptions& m = options.mask;
-  if (m.window < 0 || m.causal != Causal::BottomRight) return Status::ok_status();
+// window leaves whole blocks behind runs on a table without them and lengths shortened alike: the
+// kernels' splits are planned over each sequence's length (CPU) or the table's width (GPU) and
+// compute every key of theirs. CPU: 1x32x1x16384x128, window 4095, block 16: 16.0-18.1 -> 3.7-5.2
+// ms; 8x32(8)x1x4096x128, window 1023: 14.1-21.1 -> 3.6. OpenCL on PoCL (host pools, copied each
+// call): 1x32(8)x1x16384x128, window 4095: 162-174 -> 95-98 ms; 8x32(8)x1x4096x128, window 1023:
+// 309-354 -> 188-197; the first with 4 rows: 459-504 -> 199-206. The pools are not offset (their
+// device copies or handles stay whole). Sets plan->cache (over plan->table and plan->lengths) and
+// plan->cut_blocks where a block is left behind.
+void cut_window(const PagedKvCache& cache, const MaskOptions& m, const PagedShape& s,
+                detail::PagedPlan* plan) {
+  if (m.window < 0 || m.causal != Causal::BottomRight) return;
   std::vector<int64_t> dropped(static_cast<size_t>(s.B));
   int64_t width = 0, most = 0;
   for (int64_t b = 0; b < s.B; ++b) {
@@ -468,13 +488,14 @@ Status run_paged_window(const TensorView& q, const PagedKvCache& cache, const Te
     most = std::max(most, dropped[b]);
     width = std::max(width, (keys - dropped[b] * s.block_size + s.block_size - 1) / s.block_size);
   }
-  if (most == 0) return Status::ok_status();
-  *ran = true;
+  if (most == 0) return;
   // Entries past a sequence's blocks are never read: block 0 stands in. At least one column, so
   // the table is a valid [B, columns] view even when every sequence is empty.
   const int64_t columns = std::max<int64_t>(width, 1);
-  std::vector<int32_t> table(static_cast<size_t>(s.B * columns), 0),
-      lengths(static_cast<size_t>(s.B));
+  std::vector<int32_t>& table = plan->table;
+  std::vector<int32_t>& lengths = plan->lengths;
+  table.assign(static_cast<size_t>(s.B * columns), 0);
+  lengths.assign(static_cast<size_t>(s.B), 0);
   for (int64_t b = 0; b < s.B; ++b) {
     lengths[b] = static_cast<int32_t>(int_at(cache.seq_lens, b) - dropped[b] * s.block_size);
     const int64_t used = (lengths[b] + s.block_size - 1) / s.block_size;
@@ -482,10 +503,10 @@ Status run_paged_window(const TensorView& q, const PagedKvCache& cache, const Te
       table[static_cast<size_t>(b * columns + n)] =
           static_cast<int32_t>(int_at(cache.block_table, b, dropped[b] + n));
   }
-  PagedKvCache cut = cache;
-  cut.block_table = TensorView::contiguous(table.data(), DType::Int32, {s.B, columns});
-  cut.seq_lens = TensorView::contiguous(lengths.data(), DType::Int32, {s.B});
-  return paged_attention(q, cut, out, options);
+  plan->cache = cache;
+  plan->cache.block_table = TensorView::contiguous(table.data(), DType::Int32, {s.B, columns});
+  plan->cache.seq_lens = TensorView::contiguous(lengths.data(), DType::Int32, {s.B});
+  plan->cut_blocks = most;
 }
 
 // CPU chunked prefill: a paged call of more rows than the decode kernels take
@@ -551,9 +572,9 @@ Status run_paged_prefill_cpu(const TensorView& q, const PagedKvCache& cache, con
             TensorView::contiguous(&slopes[static_cast<size_t>(head * group)], {heads * group});
       }
       call.logsumexp = lse_given ? rows_of(options.logsumexp) : TensorView();
-      ATTENTION_RETURN_IF_ERROR(detail::run_checked_sdpa(detail::Run::CPU, rows_of(q),
-                                                         copied(k_copy, s.D), copied(v_copy, s.Dv),
-                                                         rows_of(out), call));
+      ATTENTION_RETURN_IF_ERROR(detail::plan_and_execute_sdpa(
+          "paged_attention copied keys", detail::Run::CPU, rows_of(q), copied(k_copy, s.D),
+          copied(v_copy, s.Dv), rows_of(out), call));
     }
     for (int64_t h = 0; h < s.H; ++h)
       write_rows_past_valid(out, options.logsumexp, b, h, rows, s.Sq);
@@ -651,13 +672,6 @@ Status run_paged_cpu_by_length(const TensorView& q, const PagedKvCache& cache,
   }
   return Status::ok_status();
 }
-
-// A GPU call's chunks: batches [batch, batch + batches) and heads [head, head + heads), every query
-// row (the kernel aligns each sequence's diagonal from its query and cache lengths, which a chunk
-// of rows would shift). Each holds whole GQA groups, within gpu.workspace_limit.
-struct PagedChunk {
-  int64_t batch, batches, head, heads;
-};
 
 // For a call with query rows (B, H, Sq > 0) and keys in the table (max_blocks_per_seq > 0).
 Status plan_paged_chunks(const attention_contract::GpuTiling& t, const PagedShape& s,
@@ -782,6 +796,30 @@ Status run_paged_gpu(detail::Run, const TensorView&, const PagedKvCache&, const 
 }
 #endif
 
+// Everything paged_attention checks before a kernel runs: the backend the tensors resolve to
+// (`run`), the cache (`s`: its shape), the options and outputs, and what a GPU backend refuses.
+Status check_paged_call(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
+                        const SdpaOptions& options, detail::Run* run, PagedShape* s) {
+  // The cache's table and lengths are host tensors in every call (read by the checks).
+  const std::vector<detail::NamedView> tensors = {{&q, "q"},
+                                                  {&cache.k, "cache.k"},
+                                                  {&cache.v, "cache.v"},
+                                                  {&out, "out"},
+                                                  {&options.logsumexp, "logsumexp"}};
+  ATTENTION_RETURN_IF_ERROR(detail::resolve_backend(options.backend, tensors, run));
+  ATTENTION_RETURN_IF_ERROR(detail::check_cuda_stream(options.gpu, "gpu", *run));
+  const Device device = detail::device_of(tensors);
+  ATTENTION_RETURN_IF_ERROR(check_cache(q, cache, device, s));
+  ATTENTION_RETURN_IF_ERROR(check_paged_options(q, cache, out, options, device, *s));
+  if (*run != detail::Run::CPU) ATTENTION_RETURN_IF_ERROR(detail::check_gpu_strides(tensors));
+  if (out.numel() > 0 && s->width == 0 && device == Device::CUDA) {
+    return Status::error(StatusCode::Unsupported,
+                         "cache.block_table: max_blocks_per_seq = 0 is not supported for "
+                         "Device::CUDA tensors yet");
+  }
+  return Status::ok_status();
+}
+
 }  // namespace
 
 namespace detail {
@@ -855,7 +893,133 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
   SdpaOptions paged_options = options;
   paged_options.mask.key_lengths = TensorView();
   paged_options.backend = Backend::CPU;
-  return paged_attention(q, cache, out, paged_options);
+  PagedPlan plan;
+  ATTENTION_RETURN_IF_ERROR(
+      plan_paged(Run::CPU, q, cache, out, paged_options, paged_shape(q, cache), &plan));
+  if (log_plans()) log_plan("decode-as-paged part", plan.describe());
+  return execute_paged(plan, q, out);
+}
+
+PagedShape paged_shape(const TensorView& q, const PagedKvCache& cache) {
+  PagedShape s{};
+  s.B = q.shape[0];
+  s.H = q.shape[1];
+  s.Sq = q.shape[2];
+  s.D = q.shape[3];
+  const TensorView k = blocks_slots_heads(cache.k, cache.layout);
+  s.blocks = k.shape[0];
+  s.block_size = k.shape[1];
+  s.Hkv = k.shape[2];
+  s.Dv = blocks_slots_heads(cache.v, cache.layout).shape[3];
+  s.block_shift = 0;
+  while ((int64_t{1} << s.block_shift) < s.block_size) ++s.block_shift;
+  s.width = cache.block_table.shape[1];
+  s.longest = 0;
+  for (int64_t b = 0; b < s.B; ++b)
+    s.longest = std::max<int64_t>(s.longest, int_at(cache.seq_lens, b));
+  return s;
+}
+
+Status plan_paged(Run run, const TensorView& q, const PagedKvCache& cache, const TensorView& out,
+                  const SdpaOptions& options, const PagedShape& shape, PagedPlan* plan) {
+  plan->run = run;
+  plan->options = options;
+  plan->cache = cache;
+  plan->shape = shape;
+  if (out.numel() == 0) {
+    plan->route = PagedRoute::Nothing;
+    return Status::ok_status();
+  }
+  cut_window(cache, options.mask, shape, plan);
+  if (plan->cut_blocks > 0) plan->shape = paged_shape(q, plan->cache);
+  const PagedShape& s = plan->shape;
+  if (run == Run::CPU) {
+    plan->rows_per_head = rows_as_decode_rows(plan->cache, options, s);
+    if (plan->rows_per_head > 0) {
+      plan->route = PagedRoute::RowsAsDecode;
+      return Status::ok_status();
+    }
+    // Chunked prefill through copies of the keys where a kv head has more than the decode
+    // kernels' row block of query rows; at 3 or 4 rows without GQA the paged kernel was as fast
+    // or faster (1x32x4096x128, block 16, ms: 3 rows 13.3 against 13.7, 4 rows 5.5 against 14.0;
+    // 5 rows 17.5 against 13.8, 16 rows 34.4 against 14.8; 1x32(16): 6 rows 5.2 against 5.8, 8
+    // rows 6.2 against 5.8, 16 rows 10.1 against 6.1). AVX2's heads-major GQA decode takes the
+    // copies too.
+    if (copies_index_in_32_bits(s) && ((s.Sq > attention_contract::kDecodeMaxQueries &&
+                                        s.H / s.Hkv * s.Sq > attention_contract::kDecodeRowBlock) ||
+                                       heads_major_by_copies(plan->cache, s))) {
+      plan->route = PagedRoute::CopiedKeys;
+      return Status::ok_status();
+    }
+  }
+  if (s.longest == 0 && q.device != Device::CUDA) {  // no keys: every row is fully masked
+    plan->route = PagedRoute::NoKeys;
+    return Status::ok_status();
+  }
+  if (run == Run::CPU) {
+    plan->route = PagedRoute::Kernel;
+    plan->kernel = paged_cpu_kernel(plan->cache, s).name;
+    std::vector<int64_t> lengths(static_cast<size_t>(s.B));
+    for (int64_t b = 0; b < s.B; ++b) lengths[b] = int_at(plan->cache.seq_lens, b);
+    plan->length_groups = static_cast<int64_t>(paged_length_groups(lengths).size());
+    return Status::ok_status();
+  }
+  // A GPU call with keys in its table runs the kernel in chunks, planned (the workspace limit
+  // checked) before anything is written.
+  plan->route = PagedRoute::Gpu;
+  plan->kernel = paged_decode_kernel(run, cache.k.dtype).name;
+  return plan_paged_chunks(kernel_gpu_tiling(plan->kernel), s, options.gpu, &plan->chunks);
+}
+
+Status execute_paged(const PagedPlan& plan, const TensorView& q, const TensorView& out) {
+  const PagedKvCache& cache = plan.cache;
+  const PagedShape& s = plan.shape;
+  const SdpaOptions& options = plan.options;
+  switch (plan.route) {
+    case PagedRoute::Nothing:
+      return Status::ok_status();
+    case PagedRoute::RowsAsDecode:
+      return run_paged_rows_as_decode(q, cache, out, options, s, plan.rows_per_head);
+    case PagedRoute::CopiedKeys:
+      return run_paged_prefill_cpu(q, cache, out, options, s);
+    case PagedRoute::NoKeys:
+    case PagedRoute::Kernel:
+    case PagedRoute::Gpu:
+      break;
+  }
+  const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(s.D)));
+  // Half q and out (a few rows) go through the conversion kernels (on the device for
+  // Device::CUDA tensors); the cache is read as stored.
+  return with_fp32_scratch(q.device, options.gpu.cuda_stream, [&](auto& scratch) -> Status {
+    TensorView q32, out32;
+    ATTENTION_RETURN_IF_ERROR(scratch.widen(q, &q32));
+    ATTENTION_RETURN_IF_ERROR(scratch.stage(out, &out32));
+    if (plan.route == PagedRoute::NoKeys) {
+      write_rows_without_keys(out32, options.logsumexp);
+    } else if (plan.route == PagedRoute::Kernel) {
+      ATTENTION_RETURN_IF_ERROR(run_paged_cpu_by_length(q32, cache, out32, options, scale, s));
+    } else {
+      ATTENTION_RETURN_IF_ERROR(
+          run_paged_gpu(plan.run, q32, cache, out32, options, scale, s, plan.chunks));
+    }
+    return scratch.finish(out32, out);
+  });
+}
+
+std::string PagedPlan::describe() const {
+  static const char* const kRoutes[] = {"nothing", "rows-as-decode", "copied-keys",
+                                        "no-keys", "kernel",         "gpu"};
+  std::string text =
+      std::string(kRoutes[static_cast<int>(route)]) + " backend=" + backend_name(run);
+  if (kernel != nullptr) text += std::string(" kernel=") + kernel;
+  if (cut_blocks > 0) {
+    text += " cut(window)=" + std::to_string(cut_blocks) +
+            " blocks width=" + std::to_string(shape.width);
+  }
+  if (route == PagedRoute::RowsAsDecode) text += " rows_per_head=" + std::to_string(rows_per_head);
+  if (route == PagedRoute::Kernel) text += " length_groups=" + std::to_string(length_groups);
+  if (route == PagedRoute::Gpu) text += " chunks=" + std::to_string(chunks.size());
+  return text;
 }
 
 }  // namespace detail
@@ -863,69 +1027,26 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
 Status paged_attention(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
                        const SdpaOptions& call_options) {
   const SdpaOptions options = detail::without_absent_logsumexp(call_options);
-  // The cache's table and lengths are host tensors in every call (read by the checks).
-  const std::vector<detail::NamedView> tensors = {{&q, "q"},
-                                                  {&cache.k, "cache.k"},
-                                                  {&cache.v, "cache.v"},
-                                                  {&out, "out"},
-                                                  {&options.logsumexp, "logsumexp"}};
   detail::Run run = detail::Run::CPU;
-  ATTENTION_RETURN_IF_ERROR(detail::resolve_backend(options.backend, tensors, &run));
-  ATTENTION_RETURN_IF_ERROR(detail::check_cuda_stream(options.gpu, "gpu", run));
-  const Device device = detail::device_of(tensors);
   PagedShape s{};
-  ATTENTION_RETURN_IF_ERROR(check_cache(q, cache, device, &s));
-  ATTENTION_RETURN_IF_ERROR(check_paged_options(q, cache, out, options, device, s));
-  if (run != detail::Run::CPU) ATTENTION_RETURN_IF_ERROR(detail::check_gpu_strides(tensors));
-  if (out.numel() == 0) return Status::ok_status();  // B, H or Sq is 0
-  // A GPU call with keys in its table runs the kernel in chunks, planned (the workspace limit
-  // checked) before anything is written. Without keys host tensors get their rows written below.
-  std::vector<PagedChunk> chunks;
-  if (run != detail::Run::CPU) {
-    if (s.width > 0) {
-      ATTENTION_RETURN_IF_ERROR(plan_paged_chunks(
-          detail::kernel_gpu_tiling(detail::paged_decode_kernel(run, cache.k.dtype).name), s,
-          options.gpu, &chunks));
-    } else if (device == Device::CUDA) {
-      return Status::error(StatusCode::Unsupported,
-                           "cache.block_table: max_blocks_per_seq = 0 is not supported for "
-                           "Device::CUDA tensors yet");
-    }
-  }
-  // Chunked prefill through copies of the keys where a kv head has more than the decode kernels'
-  // row block of query rows; at 3 or 4 rows without GQA the paged kernel was as fast or faster
-  // (1x32x4096x128, block 16, ms: 3 rows 13.3 against 13.7, 4 rows 5.5 against 14.0; 5 rows 17.5
-  // against 13.8, 16 rows 34.4 against 14.8; 1x32(16): 6 rows 5.2 against 5.8, 8 rows 6.2
-  // against 5.8, 16 rows 10.1 against 6.1). AVX2's heads-major GQA decode takes the copies too.
-  bool ran = false;
-  ATTENTION_RETURN_IF_ERROR(run_paged_window(q, cache, out, options, s, &ran));
-  if (ran) return Status::ok_status();
-  if (run == detail::Run::CPU) {
-    ATTENTION_RETURN_IF_ERROR(run_paged_rows_as_decode(q, cache, out, options, s, &ran));
-    if (ran) return Status::ok_status();
-  }
-  if (run == detail::Run::CPU && copies_index_in_32_bits(s) &&
-      ((s.Sq > attention_contract::kDecodeMaxQueries &&
-        s.H / s.Hkv * s.Sq > attention_contract::kDecodeRowBlock) ||
-       heads_major_by_copies(cache, s))) {
-    return run_paged_prefill_cpu(q, cache, out, options, s);
-  }
-  const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(s.D)));
-  // Half q and out (a few rows) go through the conversion kernels (on the device for
-  // Device::CUDA tensors); the cache is read as stored.
-  return detail::with_fp32_scratch(device, options.gpu.cuda_stream, [&](auto& scratch) -> Status {
-    TensorView q32, out32;
-    ATTENTION_RETURN_IF_ERROR(scratch.widen(q, &q32));
-    ATTENTION_RETURN_IF_ERROR(scratch.stage(out, &out32));
-    if (s.longest == 0 && device != Device::CUDA) {  // no keys: every row is fully masked
-      detail::write_rows_without_keys(out32, options.logsumexp);
-    } else if (run == detail::Run::CPU) {
-      ATTENTION_RETURN_IF_ERROR(run_paged_cpu_by_length(q32, cache, out32, options, scale, s));
-    } else {
-      ATTENTION_RETURN_IF_ERROR(run_paged_gpu(run, q32, cache, out32, options, scale, s, chunks));
-    }
-    return scratch.finish(out32, out);
-  });
+  ATTENTION_RETURN_IF_ERROR(check_paged_call(q, cache, out, options, &run, &s));
+  detail::PagedPlan plan;
+  ATTENTION_RETURN_IF_ERROR(detail::plan_paged(run, q, cache, out, options, s, &plan));
+  if (detail::log_plans()) detail::log_plan("paged_attention", plan.describe());
+  return detail::execute_paged(plan, q, out);
+}
+
+Status explain_paged(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
+                     const SdpaOptions& call_options, std::string* plan) {
+  if (plan == nullptr) return Status::invalid("plan: must not be null");
+  const SdpaOptions options = detail::without_absent_logsumexp(call_options);
+  detail::Run run = detail::Run::CPU;
+  PagedShape s{};
+  ATTENTION_RETURN_IF_ERROR(check_paged_call(q, cache, out, options, &run, &s));
+  detail::PagedPlan planned;
+  ATTENTION_RETURN_IF_ERROR(detail::plan_paged(run, q, cache, out, options, s, &planned));
+  *plan = planned.describe();
+  return Status::ok_status();
 }
 
 }  // namespace attention

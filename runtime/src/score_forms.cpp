@@ -11,6 +11,7 @@
 #include "kernel_table.h"
 #include "linear.h"
 #include "mask_args.h"
+#include "sdpa_call.h"
 #include "tensor_util.h"
 #include "validate.h"
 
@@ -90,8 +91,8 @@ Status run_weights(const TensorView& q, const TensorView& k, const TensorView& v
       options.mask, detail::with_one_head(lse), detail::with_one_head(options.weights));
 }
 
-// Dot-product attention on validated views, through the SDPA entry point with scale 1; then the
-// weights if asked for.
+// Dot-product attention on validated views, planned and run as SDPA with one head and scale 1;
+// then the weights if asked for.
 Status run_dot_form(const TensorView& q, const TensorView& k, const TensorView& v,
                     const TensorView& out, const ScoreFormOptions& options) {
   std::vector<float> lse_scratch;
@@ -101,9 +102,9 @@ Status run_dot_form(const TensorView& q, const TensorView& k, const TensorView& 
   sdpa.scale = 1.0f;
   sdpa.mask = options.mask;
   sdpa.logsumexp = detail::with_one_head(lse);
-  ATTENTION_RETURN_IF_ERROR(
-      scaled_dot_product_attention(detail::with_one_head(q), detail::with_one_head(k),
-                                   detail::with_one_head(v), detail::with_one_head(out), sdpa));
+  ATTENTION_RETURN_IF_ERROR(detail::plan_and_execute_sdpa(
+      "dot_product_attention", detail::Run::CPU, detail::with_one_head(q), detail::with_one_head(k),
+      detail::with_one_head(v), detail::with_one_head(out), sdpa));
   if (options.weights.data == nullptr) return Status::ok_status();
   return run_weights(q, k, v, {}, lse, options);
 }

@@ -205,36 +205,31 @@ Status run_fused_rope(const TensorView& q, const TensorView& k, const TensorView
       std::tuple(detail::prefill_key_split(kernel.name, Sk), hout.get(), hlse.get()));
 }
 
-// A call with SdpaOptions::rope (Sk >= 1): fused into the prefill kernel where an fp32 CPU call
-// takes it; otherwise q and k rotated into fp32 scratch, then the call without rope.
-Status run_rope(detail::Run run, const TensorView& q, const TensorView& k, const TensorView& v,
-                const TensorView& out, const SdpaOptions& options) {
+// A call with SdpaOptions::rope (Sk >= 1), as its plan says: fused into the prefill kernel, or q
+// and k rotated into fp32 scratch (the queries at the last Sq positions) and the rest of the plan
+// run on them: Device::CUDA tensors on the GPU into device scratch, host tensors on the CPU (the
+// OpenCL kernel needs fp64, which not every OpenCL device has).
+Status run_rope(const detail::SdpaPlan& plan, const TensorView& q, const TensorView& k,
+                const TensorView& v, const TensorView& out) {
+  const SdpaOptions& options = plan.options;
   detail::RopeArgs rope;
   ATTENTION_RETURN_IF_ERROR(check_call_rope(*options.rope, q, k, &rope));
-  const MaskOptions& m = options.mask;
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   const int64_t Hkv = k.shape[1], Sk = k.shape[2];
-  const auto& masked = detail::cpu_rows().sdpa.masked;
-  if (run == detail::Run::CPU && !detail::has_half_operand(q, k, v, out, m) &&
-      detail::choose_kernel(masked.prefill.name, masked.decode.name, B, Hkv, Sq, Sk).prefill) {
+  if (plan.rope_fused) {
     const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
     std::vector<float> lse_scratch;
     const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
-    return run_fused_rope(q, k, v, out, lse, scale, m, rope);
+    return run_fused_rope(q, k, v, out, lse, scale, options.mask, rope);
   }
-  // q and k rotated into fp32 scratch, the queries at the last Sq positions, then the call without
-  // rope: Device::CUDA tensors on the GPU into device scratch, host tensors on the CPU (the
-  // OpenCL kernel needs fp64, which not every OpenCL device has).
   detail::RopeArgs query_rope = rope;
   for (int32_t& p : query_rope.offsets) p += static_cast<int32_t>(Sk - Sq);
-  SdpaOptions rest = options;
-  rest.rope.reset();
   void* const stream = options.gpu.cuda_stream;
   const detail::Run rotate_on = q.device == Device::CUDA ? detail::Run::CUDA : detail::Run::CPU;
   const auto attend_rotated = [&](const TensorView& q_rot, const TensorView& k_rot) -> Status {
     ATTENTION_RETURN_IF_ERROR(detail::rotate(rotate_on, k, k_rot, rope, stream));
     ATTENTION_RETURN_IF_ERROR(detail::rotate(rotate_on, q, q_rot, query_rope, stream));
-    return detail::run_checked_sdpa(run, q_rot, k_rot, v, out, rest);
+    return detail::execute_sdpa(*plan.then, q_rot, k_rot, v, out);
   };
 #if ATTENTION_GPU
   if (q.device == Device::CUDA) {
@@ -298,27 +293,27 @@ Status run_bf16_prefill(const detail::KernelSlot<decltype(&sdpa_f32_prefill)>* k
 
 // A GPU call with a half operand: q, out and the additive mask as fp32 (`operands`:
 // detail::HostFp32Scratch for host tensors, detail::CudaFp32Scratch for Device::CUDA ones); decode
-// over a half KV cache reads k and v as stored, any other call widens them too and runs the fp32
-// GPU path. out is rounded once.
+// over a half KV cache reads k and v as stored (plan.half_kv), any other call widens them too and
+// runs the rest of the plan, the fp32 GPU call. out is rounded once.
 template <typename Operands>
-Status run_half_gpu(Operands& operands, detail::Run run, const TensorView& q, const TensorView& k,
-                    const TensorView& v, const TensorView& out, const SdpaOptions& options) {
+Status run_half_gpu(Operands& operands, const detail::SdpaPlan& plan, const TensorView& q,
+                    const TensorView& k, const TensorView& v, const TensorView& out) {
+  const SdpaOptions& options = plan.options;
   TensorView q32, out32, mask32;
   ATTENTION_RETURN_IF_ERROR(operands.stage(out, &out32));
   ATTENTION_RETURN_IF_ERROR(operands.widen(q, &q32));
   ATTENTION_RETURN_IF_ERROR(operands.widen(options.mask.additive_mask, &mask32));
-  SdpaOptions fp32_options = options;
-  fp32_options.mask.additive_mask = mask32;
-  const auto* half_kv = detail::gpu_half_kv_decode(run, k.dtype, v.dtype, q.shape[2], k.shape[2]);
-  if (half_kv != nullptr) {
+  if (plan.half_kv != nullptr) {
+    SdpaOptions fp32_options = options;
+    fp32_options.mask.additive_mask = mask32;
     const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.shape[3])));
     ATTENTION_RETURN_IF_ERROR(
-        run_gpu(run, q32, k, v, out32, options.logsumexp, scale, fp32_options, half_kv));
+        run_gpu(plan.run, q32, k, v, out32, options.logsumexp, scale, fp32_options, plan.half_kv));
   } else {
     TensorView k32, v32;
     ATTENTION_RETURN_IF_ERROR(operands.widen(k, &k32));
     ATTENTION_RETURN_IF_ERROR(operands.widen(v, &v32));
-    ATTENTION_RETURN_IF_ERROR(scaled_dot_product_attention(q32, k32, v32, out32, fp32_options));
+    ATTENTION_RETURN_IF_ERROR(detail::execute_sdpa(*plan.then, q32, k32, v32, out32, &mask32));
   }
   return operands.finish(out32, out);
 }
@@ -333,7 +328,7 @@ Status run_half(const detail::SdpaPlan& plan, const TensorView& q, const TensorV
   const SdpaOptions& options = plan.options;
   if (plan.half == detail::HalfRoute::Gpu) {
     return detail::with_fp32_scratch(q.device, options.gpu.cuda_stream, [&](auto& operands) {
-      return run_half_gpu(operands, plan.run, q, k, v, out, options);
+      return run_half_gpu(operands, plan, q, k, v, out);
     });
   }
   if (plan.half == detail::HalfRoute::AmxPrefill) {
@@ -362,8 +357,8 @@ Status run_half(const detail::SdpaPlan& plan, const TensorView& q, const TensorV
   detail::Fp32Input wk, wv;
   ATTENTION_RETURN_IF_ERROR(wk.widen(k));
   ATTENTION_RETURN_IF_ERROR(wv.widen(v));
-  ATTENTION_RETURN_IF_ERROR(
-      scaled_dot_product_attention(wq.view(), wk.view(), wv.view(), result.view(), fp32_options));
+  ATTENTION_RETURN_IF_ERROR(detail::execute_sdpa(*plan.then, wq.view(), wk.view(), wv.view(),
+                                                 result.view(), &wmask.view()));
   return result.finish();
 }
 
@@ -431,13 +426,20 @@ Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorVie
 #endif
 }
 
-Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& call_k,
-                        const TensorView& call_v, const TensorView& out,
-                        const SdpaOptions& call_options) {
-  SdpaPlan plan;
-  plan_sdpa(run, q, call_k, call_v, out, call_options, &plan);
-  if (log_plans()) log_plan("scaled_dot_product_attention", plan.describe());
-  const SdpaOptions& options = plan.options;
+Status execute_sdpa(const SdpaPlan& plan, const TensorView& q, const TensorView& call_k,
+                    const TensorView& call_v, const TensorView& out,
+                    const TensorView* additive_mask) {
+  // A plan's options, the additive mask replaced by the copy a parent route widened.
+  SdpaOptions widened_options;
+  if (additive_mask != nullptr) {
+    if (plan.route == SdpaRoute::Rope || plan.route == SdpaRoute::Half) {
+      return Status::error(StatusCode::Unsupported,
+                           "internal: a widened call planned as rope or half");
+    }
+    widened_options = plan.options;
+    widened_options.mask.additive_mask = *additive_mask;
+  }
+  const SdpaOptions& options = additive_mask != nullptr ? widened_options : plan.options;
   const int64_t Sk = plan.key_end - plan.key_begin;
   const TensorView k = slice(call_k, 2, plan.key_begin, Sk);
   const TensorView v = slice(call_v, 2, plan.key_begin, Sk);
@@ -447,7 +449,7 @@ Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& call_k,
     case SdpaRoute::Nothing:
       return Status::ok_status();
     case SdpaRoute::Rope:
-      return run_rope(run, q, k, v, out, options);
+      return run_rope(plan, q, k, v, out);
     case SdpaRoute::DecodeAsPaged:
       return run_decode_as_paged(q, k, v, out, options, plan.pool);
     case SdpaRoute::GroupedRows:
@@ -458,7 +460,7 @@ Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& call_k,
       write_rows_without_keys(out, options.logsumexp);
       return Status::ok_status();
     case SdpaRoute::Gpu:
-      return run_gpu(run, q, k, v, out, options.logsumexp, scale, options);
+      return run_gpu(plan.run, q, k, v, out, options.logsumexp, scale, options);
     case SdpaRoute::Masked:
     case SdpaRoute::Plain:
       break;
@@ -478,6 +480,15 @@ Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& call_k,
   return run_cpu_decode(!plan.choice.prefill, q, k.shape[1], out, lse, options.mask, run_plain);
 }
 
+Status plan_and_execute_sdpa(const char* entry, Run run, const TensorView& q, const TensorView& k,
+                             const TensorView& v, const TensorView& out,
+                             const SdpaOptions& options) {
+  SdpaPlan plan;
+  plan_sdpa(run, q, k, v, out, options, &plan);
+  if (log_plans()) log_plan(entry, plan.describe());
+  return execute_sdpa(plan, q, k, v, out);
+}
+
 }  // namespace detail
 
 Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, const TensorView& v,
@@ -485,7 +496,7 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
   const SdpaOptions options = detail::without_absent_logsumexp(call_options);
   detail::Run run = detail::Run::CPU;
   ATTENTION_RETURN_IF_ERROR(detail::check_sdpa_call(q, k, v, out, options, &run));
-  return detail::run_checked_sdpa(run, q, k, v, out, options);
+  return detail::plan_and_execute_sdpa("scaled_dot_product_attention", run, q, k, v, out, options);
 }
 
 Status explain_sdpa(const TensorView& q, const TensorView& k, const TensorView& v,

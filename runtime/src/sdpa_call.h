@@ -20,11 +20,13 @@ namespace attention::detail {
 Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorView& v,
                        const TensorView& out, const SdpaOptions& options, Run* run);
 
-// Runs a call check_sdpa_call passed, on the backend it resolved (`run`), its mask first without
-// the pieces that hide no key (without_inert_pieces): such a call takes the plain kernels and
-// the routes below as if they were absent.
-Status run_checked_sdpa(Run run, const TensorView& q, const TensorView& k, const TensorView& v,
-                        const TensorView& out, const SdpaOptions& options);
+// Plans a call check_sdpa_call passed, on the backend it resolved (`run`), or a part of one that a
+// route made (plan_sdpa, plan/sdpa_plan.h: its mask first without the pieces that hide no key),
+// logs the plan where ATTENTION_LOG_PLAN=1 (as `entry`: the entry point, or the part), and
+// executes it (execute_sdpa). Checks nothing.
+Status plan_and_execute_sdpa(const char* entry, Run run, const TensorView& q, const TensorView& k,
+                             const TensorView& v, const TensorView& out,
+                             const SdpaOptions& options);
 
 // Decode as paged: a checked CPU decode call (Sq = 1, Sk >= 1) whose k and v are sequence-major
 // ([B, Sk, Hkv, D] in memory: each key position's rows of every kv head adjacent, as

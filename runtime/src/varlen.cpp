@@ -182,7 +182,8 @@ Status scaled_dot_product_attention_varlen(const TensorView& q, const TensorView
   }
   for (const SequenceCall& call : calls) {
     ATTENTION_RETURN_IF_ERROR(
-        detail::run_checked_sdpa(run, call.q, call.k, call.v, call.out, call.options));
+        detail::plan_and_execute_sdpa("scaled_dot_product_attention_varlen sequence", run, call.q,
+                                      call.k, call.v, call.out, call.options));
   }
   return Status::ok_status();
 }

@@ -32,9 +32,10 @@
 
 namespace {
 
-// The native bf16 prefill kernels (vdpbf16ps and AMX), as sdpa_kernel_name names them.
-bool is_native_bf16_prefill(const std::string& kernel) {
-  return kernel == "sdpa_bf16_prefill" || kernel == "sdpa_bf16_amx_prefill";
+// Whether a plan (explain_sdpa) runs a native bf16 prefill kernel (vdpbf16ps or AMX).
+bool is_native_bf16_prefill(const std::string& plan) {
+  return plan.find("kernel=sdpa_bf16_prefill") != std::string::npos ||
+         plan.find("kernel=sdpa_bf16_amx_prefill") != std::string::npos;
 }
 
 constexpr int64_t kPool = int64_t{1} << 14;  // floats
@@ -572,11 +573,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // its naive loops do too (reference_sdpa's weights_storage). A masked call may take it where its
   // pieces hide nothing (on all or some of the keys), so one is measured against both.
   const attention::DType bf16 = attention::DType::BFloat16;
-  const bool native = q.dtype == bf16 && k.dtype == bf16 && v.dtype == bf16 && out.dtype == bf16 &&
-                      q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1 &&
-                      (!options.mask.empty() || is_native_bf16_prefill(attention::sdpa_kernel_name(
-                                                    q.shape[0], q.shape[1], q.shape[2], k.shape[2],
-                                                    q.shape[3], false, bf16, bf16)));
+  std::string plan;
+  const bool native =
+      q.dtype == bf16 && k.dtype == bf16 && v.dtype == bf16 && out.dtype == bf16 &&
+      q.strides[3] == 1 && k.strides[3] == 1 && v.strides[3] == 1 &&
+      (!options.mask.empty() || (attention::explain_sdpa(q, k, v, out, options, &plan).ok() &&
+                                 is_native_bf16_prefill(plan)));
   std::vector<double> naive_out;
   if (native) {
     reference_sdpa(original(q, q32), original(k, k32), original(v, v32), scale, &naive_out, nullptr,

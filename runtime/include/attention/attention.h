@@ -6,8 +6,9 @@
 //   tensor.h   DType, Device, Backend, TensorView, Status, GpuOptions, DeviceOptions,
 //              backend_available, convert_dtype, set_num_threads
 //   sdpa.h     MaskOptions, RopeOptions, SdpaOptions, scaled_dot_product_attention, explain_sdpa,
-//              and which kernels run (cpu_kernel_target, tuned kernels, sdpa_kernel_name, ...)
-//   serving.h  scaled_dot_product_attention_varlen, paged_attention, apply_rotary_embedding
+//              and which kernels run (cpu_kernel_target, tuned kernels, kernel libraries, ...)
+//   serving.h  scaled_dot_product_attention_varlen, paged_attention, explain_paged,
+//              apply_rotary_embedding
 //   mha.h      multi_head_attention (with projections)
 //   forms.h    nadaraya_watson_attention, dot-product, bilinear, additive and static attention
 // mod_attention.h (your own mods) and kernel_library.h (kernel libraries) are apart.

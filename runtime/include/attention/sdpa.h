@@ -181,18 +181,6 @@ struct KernelLibraryInfo {
 };
 std::vector<KernelLibraryInfo> kernel_libraries();
 
-// explain_sdpa says what a whole call runs (kv heads, strides, masks, dtypes); this names only the
-// kernel a CPU scaled_dot_product_attention call of this shape with Hkv = H runs now (with any
-// mask when `masked`, k and v of dtype `kv`, q and out of dtype `q_out`, rows contiguous):
-// built-in, tuned or from a kernel library, e.g. "sdpa_f32_decode", "sdpa_bf16kv_decode" for a
-// decode call over a BFloat16 KV cache, "sdpa_bf16_prefill" for an unmasked all-BFloat16 prefill
-// on a CPU with AVX-512 BF16, "sdpa_bf16_amx_prefill" for one on a CPU with AMX whose shape its
-// tiles take (Dv taken as D; any other half call names the fp32 kernel it runs on widened
-// operands). `masked` stands for a mask other than a lone causal one, which an AMX CPU runs on
-// sdpa_bf16_amx_prefill as well (where every row sees a key and v is finite).
-std::string sdpa_kernel_name(int64_t B, int64_t H, int64_t Sq, int64_t Sk, int64_t D,
-                             bool masked = false, DType kv = DType::Float32,
-                             DType q_out = DType::Float32);
 // The generated kernel of a CPU multi_head_attention call, without or with masks.
 std::string mha_kernel_name(bool masked = false);
 

@@ -1,6 +1,8 @@
 // Serving paths: packed varlen batches, paged KV caches and rotary embeddings (RoPE).
 #pragma once
 
+#include <string>
+
 #include "attention/sdpa.h"
 #include "attention/tensor.h"
 
@@ -81,6 +83,14 @@ struct PagedKvCache {
 // Device::CUDA calls refuse a table without columns (Unsupported).
 Status paged_attention(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
                        const SdpaOptions& options = {});
+
+// What a paged_attention call of these arguments would run, as one line in `plan` (the route, e.g.
+// "kernel", "copied-keys" or "rows-as-decode", the backend, the kernel, a window cut; the format
+// is for people and may change). The arguments are checked exactly as the call checks them, and
+// their error is returned instead; nothing is written and no kernel runs. ATTENTION_LOG_PLAN=1
+// logs every call's plan to stderr in the same form.
+Status explain_paged(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
+                     const SdpaOptions& options, std::string* plan);
 
 // Rotary position embeddings (RoPE): out = x with each pair of features of row s of batch b
 // rotated by the angle p·θ_i, p = position_offsets[b] + s. The angle is the fp32 product, as

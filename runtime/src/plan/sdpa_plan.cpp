@@ -44,6 +44,9 @@ const char* route_name(SdpaRoute route) {
 
 namespace {
 
+void plan_widened(const TensorView& q, const TensorView& k, const TensorView& v,
+                  const TensorView& out, SdpaPlan* plan);
+
 const char* half_route_name(HalfRoute half) {
   switch (half) {
     case HalfRoute::AmxPrefill:
@@ -66,6 +69,12 @@ void plan_half(const TensorView& q, const TensorView& k, const TensorView& v, co
   const MaskOptions& m = plan->options.mask;
   if (plan->run != Run::CPU) {
     plan->half = HalfRoute::Gpu;
+    plan->half_kv = gpu_half_kv_decode(plan->run, k.dtype, v.dtype, q.shape[2], k.shape[2]);
+    if (plan->half_kv != nullptr) {
+      plan->kernel = m.empty() ? plan->half_kv->plain.name : plan->half_kv->masked.name;
+    } else {
+      plan_widened(q, k, v, out, plan);
+    }
     return;
   }
   if (amx_prefill_takes(q, k, v, out, m, &plan->amx_causal_offset)) {
@@ -90,6 +99,63 @@ void plan_half(const TensorView& q, const TensorView& k, const TensorView& v, co
     return;
   }
   plan->half = HalfRoute::Widened;
+  plan_widened(q, k, v, out, plan);
+}
+
+// Dense fp32 of t's shape over t's own pointer (a stand-in for a copy, in a plan).
+TensorView dense_fp32(const TensorView& t) {
+  TensorView view = t;
+  view.dtype = DType::Float32;
+  int64_t stride = 1;
+  for (int d = t.rank - 1; d >= 0; --d) {
+    view.strides[d] = stride;
+    stride *= t.shape[d];
+  }
+  return view;
+}
+
+}  // namespace
+
+TensorView fp32_copy_view(const TensorView& t) {
+  if (t.dtype == DType::Float32) return t;
+  if (t.data == nullptr || t.numel() == 0) {
+    TensorView view = t;
+    view.dtype = DType::Float32;
+    return view;
+  }
+  return dense_fp32(t);
+}
+
+namespace {
+
+// The rest of a half call as the fp32 call over its widened operands (HalfRoute::Widened, and
+// HalfRoute::Gpu without a half-KV kernel).
+void plan_widened(const TensorView& q, const TensorView& k, const TensorView& v,
+                  const TensorView& out, SdpaPlan* plan) {
+  SdpaOptions fp32_options = plan->options;
+  fp32_options.mask.additive_mask = fp32_copy_view(plan->options.mask.additive_mask);
+  plan->then = std::make_unique<SdpaPlan>();
+  plan_sdpa(plan->run, fp32_copy_view(q), fp32_copy_view(k), fp32_copy_view(v), fp32_copy_view(out),
+            fp32_options, plan->then.get());
+}
+
+// SdpaOptions::rope with keys: fused into the masked prefill where an fp32 CPU call takes the
+// prefill kernel; otherwise q and k rotated into dense fp32 copies and the rest without rope.
+void plan_rope(const TensorView& q, const TensorView& k, const TensorView& v, const TensorView& out,
+               SdpaPlan* plan) {
+  const auto& masked = cpu_rows().sdpa.masked;
+  if (plan->run == Run::CPU && !has_half_operand(q, k, v, out, plan->options.mask) &&
+      choose_kernel(masked.prefill.name, masked.decode.name, q.shape[0], k.shape[1], q.shape[2],
+                    k.shape[2])
+          .prefill) {
+    plan->rope_fused = true;
+    plan->kernel = rope_prefill_kernel().name;
+    return;
+  }
+  SdpaOptions rest = plan->options;
+  rest.rope.reset();
+  plan->then = std::make_unique<SdpaPlan>();
+  plan_sdpa(plan->run, dense_fp32(q), dense_fp32(k), v, out, rest, plan->then.get());
 }
 
 }  // namespace
@@ -117,6 +183,7 @@ void plan_sdpa(Run run, const TensorView& q, const TensorView& call_k, const Ten
   if (call_k.shape[2] > 0) m = without_inert_pieces(m, B, Sq, call_k.shape[2]);
   if (plan->options.rope && call_k.shape[2] > 0) {
     plan->route = SdpaRoute::Rope;
+    plan_rope(q, call_k, call_v, out, plan);
     return;
   }
   // The key cuts, each on the keys the previous left, until none applies. CPU calls: GPU device
@@ -218,6 +285,8 @@ std::string SdpaPlan::describe() const {
       amx_causal_offset != kAmxNoCausal) {
     s += " causal_offset=" + std::to_string(amx_causal_offset);
   }
+  if (rope_fused) s += " rotation=fused";
+  if (then != nullptr) s += " then: " + then->describe();
   return s;
 }
 
