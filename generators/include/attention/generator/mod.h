@@ -1,5 +1,5 @@
 // Score and mask modifications ("mods") written by users, compiled ahead of time into fused SDPA
-// kernels (README "Your own score and mask mods"). A mod is a C++ file of Halide expressions; the
+// kernels (docs/mods.md). A mod is a C++ file of Halide expressions; the
 // attention generators splice it into the masked SDPA algorithm and keep their own schedules, so
 // a mod needs no scheduling. One file may define several mods:
 //
