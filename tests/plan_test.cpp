@@ -90,6 +90,35 @@ std::function<void(SdpaOptions&, Operands&)> key_lengths(std::vector<int32_t> le
 
 std::string route_of(const std::string& plan) { return plan.substr(0, plan.find(' ')); }
 
+// The kernels `call` records while it runs (it must succeed).
+std::vector<std::string> recorded_kernels(const std::function<attention::Status()>& call) {
+  std::vector<std::string> ran;
+  attention::detail::record_kernels(&ran);
+  const attention::Status status = call();
+  attention::detail::record_kernels(nullptr);
+  EXPECT_TRUE(status.ok()) << status.message();
+  return ran;
+}
+
+// The kernels a call ran against its plan: none for the routes that run none; the plan's first
+// kernel where it names one (the conversion kernels around a half route aside); some kernel where
+// the route plans its parts.
+void expect_plan_ran(const std::string& plan, const std::string& route,
+                     const std::vector<std::string>& ran) {
+  const size_t at = plan.find(" kernel=");
+  if (route == "nothing" || route == "no-keys") {
+    EXPECT_TRUE(ran.empty()) << plan;
+    return;
+  }
+  ASSERT_FALSE(ran.empty()) << plan;
+  if (at == std::string::npos) return;
+  const std::string kernel = plan.substr(at + 8, plan.find(' ', at + 8) - (at + 8));
+  for (const std::string& name : ran) {
+    if (name.rfind("convert_", 0) == 0) continue;
+    EXPECT_EQ(name, kernel) << plan;
+  }
+}
+
 using attention::detail::kCausalKeysPerQuery;
 using attention::detail::kGroupedMaxQueries;
 using attention::detail::kPagedDecodeBatchMinKvHeads;
@@ -346,28 +375,11 @@ TEST(SdpaPlan, RecordedKernelsMatchThePlan) {
     if (c.options) c.options(options, x);
     std::string plan;
     ASSERT_TRUE(attention::explain_sdpa(x.q, x.k, x.v, x.out, options, &plan).ok());
-    std::vector<std::string> ran;
-    attention::detail::record_kernels(&ran);
-    const attention::Status status =
-        attention::scaled_dot_product_attention(x.q, x.k, x.v, x.out, options);
-    attention::detail::record_kernels(nullptr);
-    ASSERT_TRUE(status.ok()) << status.message();
-    const size_t at = plan.find(" kernel=");
-    if (c.expected == "nothing" || c.expected == "no-keys") {
-      EXPECT_TRUE(ran.empty()) << plan;
-    } else if (at != std::string::npos) {
-      const std::string kernel = plan.substr(at + 8, plan.find(' ', at + 8) - (at + 8));
-      ASSERT_FALSE(ran.empty()) << plan;
-      // A half route may convert its operands with the conversion kernels around it.
-      for (const std::string& name : ran) {
-        if (name.rfind("convert_", 0) == 0) continue;
-        EXPECT_EQ(name, kernel) << plan;
-      }
-    } else {
-      EXPECT_FALSE(ran.empty()) << plan;
-      if (c.expected == "decode-as-paged") {
-        for (const std::string& name : ran) EXPECT_NE(name.find("paged"), std::string::npos);
-      }
+    const std::vector<std::string> ran = recorded_kernels(
+        [&] { return attention::scaled_dot_product_attention(x.q, x.k, x.v, x.out, options); });
+    expect_plan_ran(plan, c.expected, ran);
+    if (c.expected == "decode-as-paged") {
+      for (const std::string& name : ran) EXPECT_NE(name.find("paged"), std::string::npos);
     }
   }
 }
@@ -461,25 +473,15 @@ TEST(PagedPlan, TableOfCandidatesAndRecordedKernels) {
         attention::explain_paged(x.q, x.cache, x.out, options, &plan);
     ASSERT_TRUE(explained.ok()) << explained.message();
     EXPECT_EQ(route_of(plan), c.expected) << plan;
-    if (!c.contains.empty()) EXPECT_NE(plan.find(c.contains), std::string::npos) << plan;
+    if (!c.contains.empty()) {
+      EXPECT_NE(plan.find(c.contains), std::string::npos) << plan;
+    }
     if (c.contains.find("cut(") == std::string::npos) {
       EXPECT_EQ(plan.find("cut("), std::string::npos) << plan;
     }
-    std::vector<std::string> ran;
-    attention::detail::record_kernels(&ran);
-    const attention::Status status = attention::paged_attention(x.q, x.cache, x.out, options);
-    attention::detail::record_kernels(nullptr);
-    ASSERT_TRUE(status.ok()) << status.message();
-    const size_t at = plan.find(" kernel=");
-    if (c.expected == "nothing" || c.expected == "no-keys") {
-      EXPECT_TRUE(ran.empty()) << plan;
-    } else if (at != std::string::npos) {
-      const std::string kernel = plan.substr(at + 8, plan.find(' ', at + 8) - (at + 8));
-      ASSERT_FALSE(ran.empty()) << plan;
-      for (const std::string& name : ran) EXPECT_EQ(name, kernel) << plan;
-    } else {
-      EXPECT_FALSE(ran.empty()) << plan;
-    }
+    expect_plan_ran(plan, c.expected, recorded_kernels([&] {
+                      return attention::paged_attention(x.q, x.cache, x.out, options);
+                    }));
   }
 }
 
