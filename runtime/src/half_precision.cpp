@@ -24,6 +24,20 @@
 #include "validate.h"
 
 namespace attention::detail {
+
+// `t`'s shape, row-major over `data` of `dtype`.
+TensorView dense_view(const TensorView& t, void* data, DType dtype) {
+  TensorView view = t;
+  view.data = data;
+  view.dtype = dtype;
+  int64_t stride = 1;
+  for (int d = t.rank - 1; d >= 0; --d) {
+    view.strides[d] = stride;
+    stride *= t.shape[d];
+  }
+  return view;
+}
+
 namespace {
 
 // `t` as rank 4, with leading size-1 dims (the convert kernels are 4-D).
@@ -39,18 +53,6 @@ TensorView as_rank4(const TensorView& t) {
   return r;
 }
 
-// `t`'s shape, row-major over `data` of `dtype`.
-TensorView dense_view(const TensorView& t, void* data, DType dtype) {
-  TensorView view = t;
-  view.data = data;
-  view.dtype = dtype;
-  int64_t stride = 1;
-  for (int d = t.rank - 1; d >= 0; --d) {
-    view.strides[d] = stride;
-    stride *= t.shape[d];
-  }
-  return view;
-}
 
 // A dense copy of a half tensor whose innermost dimension is not contiguous (a mask may have any
 // strides; the convert kernels read rows): its elements gathered as they are, bits unchanged.

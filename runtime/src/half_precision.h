@@ -22,6 +22,9 @@ struct HalideFree {
 };
 using ScratchFloats = std::unique_ptr<float, HalideFree>;
 
+// `t`'s shape, row-major over `data` of `dtype`.
+TensorView dense_view(const TensorView& t, void* data, DType dtype);
+
 // A dense fp32 view of `t`'s shape over `storage` (allocated to fit from halide_malloc,
 // uninitialized: the caller writes every element), or OutOfMemory naming it.
 Status allocate_fp32(const TensorView& t, ScratchFloats& storage, TensorView* view);

@@ -608,12 +608,11 @@ bool heads_major_by_copies(const PagedKvCache& cache, const PagedShape& s) {
 // run_paged_cpu per group of sequences of similar length (detail::paged_length_groups): each
 // group's q rows, table rows (no wider than its longest sequence), lengths and query lengths
 // gathered into a call of its own; the out and logsumexp rows go back once every group has run.
+// `groups`: the plan's.
 Status run_paged_cpu_by_length(const TensorView& q, const PagedKvCache& cache,
                                const TensorView& out, const SdpaOptions& options, float scale,
-                               const PagedShape& s) {
-  std::vector<int64_t> lengths(static_cast<size_t>(s.B));
-  for (int64_t b = 0; b < s.B; ++b) lengths[b] = int_at(cache.seq_lens, b);
-  const std::vector<std::vector<int64_t>> groups = detail::paged_length_groups(lengths);
+                               const PagedShape& s,
+                               const std::vector<std::vector<int64_t>>& groups) {
   if (groups.size() <= 1) return run_paged_cpu(q, cache, out, options, scale, s);
   const bool lse_given = detail::given(options.logsumexp);
   const bool query_lengths = detail::given(options.mask.query_lengths);
@@ -629,7 +628,7 @@ Status run_paged_cpu_by_length(const TensorView& q, const PagedKvCache& cache,
   for (const std::vector<int64_t>& group : groups) {
     PagedShape shape = s;
     shape.B = static_cast<int64_t>(group.size());
-    shape.longest = lengths[group[0]];
+    shape.longest = int_at(cache.seq_lens, group[0]);
     shape.width = std::max<int64_t>(1, (shape.longest + s.block_size - 1) / s.block_size);
     table.resize(static_cast<size_t>(shape.B * shape.width));
     for (int64_t g = 0; g < shape.B; ++g) {
@@ -638,7 +637,7 @@ Status run_paged_cpu_by_length(const TensorView& q, const PagedKvCache& cache,
       for (int64_t n = 0; n < shape.width; ++n)
         table[static_cast<size_t>(g * shape.width + n)] =
             static_cast<int32_t>(int_at(cache.block_table, b, n));
-      group_lengths[first + g] = static_cast<int32_t>(lengths[b]);
+      group_lengths[first + g] = static_cast<int32_t>(int_at(cache.seq_lens, b));
       if (query_lengths)
         row_lengths[first + g] = static_cast<int32_t>(int_at(options.mask.query_lengths, b));
     }
@@ -961,7 +960,7 @@ Status plan_paged(Run run, const TensorView& q, const PagedKvCache& cache, const
     plan->kernel = paged_cpu_kernel(plan->cache, s).name;
     std::vector<int64_t> lengths(static_cast<size_t>(s.B));
     for (int64_t b = 0; b < s.B; ++b) lengths[b] = int_at(plan->cache.seq_lens, b);
-    plan->length_groups = static_cast<int64_t>(paged_length_groups(lengths).size());
+    plan->length_groups = paged_length_groups(lengths);
     return Status::ok_status();
   }
   // A GPU call with keys in its table runs the kernel in chunks, planned (the workspace limit
@@ -997,7 +996,8 @@ Status execute_paged(const PagedPlan& plan, const TensorView& q, const TensorVie
     if (plan.route == PagedRoute::NoKeys) {
       write_rows_without_keys(out32, options.logsumexp);
     } else if (plan.route == PagedRoute::Kernel) {
-      ATTENTION_RETURN_IF_ERROR(run_paged_cpu_by_length(q32, cache, out32, options, scale, s));
+      ATTENTION_RETURN_IF_ERROR(
+          run_paged_cpu_by_length(q32, cache, out32, options, scale, s, plan.length_groups));
     } else {
       ATTENTION_RETURN_IF_ERROR(
           run_paged_gpu(plan.run, q32, cache, out32, options, scale, s, plan.chunks));
@@ -1017,34 +1017,41 @@ std::string PagedPlan::describe() const {
             " blocks width=" + std::to_string(shape.width);
   }
   if (route == PagedRoute::RowsAsDecode) text += " rows_per_head=" + std::to_string(rows_per_head);
-  if (route == PagedRoute::Kernel) text += " length_groups=" + std::to_string(length_groups);
+  if (route == PagedRoute::Kernel) text += " length_groups=" + std::to_string(length_groups.size());
   if (route == PagedRoute::Gpu) text += " chunks=" + std::to_string(chunks.size());
   return text;
 }
 
 }  // namespace detail
 
-Status paged_attention(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
-                       const SdpaOptions& call_options) {
+namespace {
+
+// The checks of a paged_attention call, then its plan (explain_paged plans exactly what the call
+// runs).
+Status check_and_plan_paged(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
+                            const SdpaOptions& call_options, detail::PagedPlan* plan) {
   const SdpaOptions options = detail::without_absent_logsumexp(call_options);
   detail::Run run = detail::Run::CPU;
   PagedShape s{};
   ATTENTION_RETURN_IF_ERROR(check_paged_call(q, cache, out, options, &run, &s));
+  return detail::plan_paged(run, q, cache, out, options, s, plan);
+}
+
+}  // namespace
+
+Status paged_attention(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
+                       const SdpaOptions& options) {
   detail::PagedPlan plan;
-  ATTENTION_RETURN_IF_ERROR(detail::plan_paged(run, q, cache, out, options, s, &plan));
+  ATTENTION_RETURN_IF_ERROR(check_and_plan_paged(q, cache, out, options, &plan));
   if (detail::log_plans()) detail::log_plan("paged_attention", plan.describe());
   return detail::execute_paged(plan, q, out);
 }
 
 Status explain_paged(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
-                     const SdpaOptions& call_options, std::string* plan) {
+                     const SdpaOptions& options, std::string* plan) {
   if (plan == nullptr) return Status::invalid("plan: must not be null");
-  const SdpaOptions options = detail::without_absent_logsumexp(call_options);
-  detail::Run run = detail::Run::CPU;
-  PagedShape s{};
-  ATTENTION_RETURN_IF_ERROR(check_paged_call(q, cache, out, options, &run, &s));
   detail::PagedPlan planned;
-  ATTENTION_RETURN_IF_ERROR(detail::plan_paged(run, q, cache, out, options, s, &planned));
+  ATTENTION_RETURN_IF_ERROR(check_and_plan_paged(q, cache, out, options, &planned));
   *plan = planned.describe();
   return Status::ok_status();
 }

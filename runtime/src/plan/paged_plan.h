@@ -55,7 +55,8 @@ struct PagedPlan {
   int64_t cut_blocks = 0;  // the window cut: the most blocks one sequence left behind (0: none)
   std::vector<int32_t> table, lengths;
   int64_t rows_per_head = 0;       // RowsAsDecode: each head's rows padded to this
-  int64_t length_groups = 0;       // Kernel: the calls of sequences of similar length
+  // Kernel: the sequences in groups of similar length (paged_length_groups), one call each.
+  std::vector<std::vector<int64_t>> length_groups;
   std::vector<PagedChunk> chunks;  // Gpu
   const char* kernel = nullptr;    // Kernel, Gpu
 

@@ -102,18 +102,6 @@ void plan_half(const TensorView& q, const TensorView& k, const TensorView& v, co
   plan_widened(q, k, v, out, plan);
 }
 
-// Dense fp32 of t's shape over t's own pointer (a stand-in for a copy, in a plan).
-TensorView dense_fp32(const TensorView& t) {
-  TensorView view = t;
-  view.dtype = DType::Float32;
-  int64_t stride = 1;
-  for (int d = t.rank - 1; d >= 0; --d) {
-    view.strides[d] = stride;
-    stride *= t.shape[d];
-  }
-  return view;
-}
-
 }  // namespace
 
 TensorView fp32_copy_view(const TensorView& t) {
@@ -123,7 +111,7 @@ TensorView fp32_copy_view(const TensorView& t) {
     view.dtype = DType::Float32;
     return view;
   }
-  return dense_fp32(t);
+  return dense_view(t, t.data, DType::Float32);
 }
 
 namespace {
@@ -155,7 +143,8 @@ void plan_rope(const TensorView& q, const TensorView& k, const TensorView& v, co
   SdpaOptions rest = plan->options;
   rest.rope.reset();
   plan->then = std::make_unique<SdpaPlan>();
-  plan_sdpa(plan->run, dense_fp32(q), dense_fp32(k), v, out, rest, plan->then.get());
+  plan_sdpa(plan->run, dense_view(q, q.data, DType::Float32), dense_view(k, k.data, DType::Float32),
+            v, out, rest, plan->then.get());
 }
 
 }  // namespace
