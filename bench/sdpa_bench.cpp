@@ -646,7 +646,10 @@ void BM_Autoscheduled(benchmark::State& state, Shape shape) {
         hk(k, {int(s.d), int(s.sk), int(s.hkv), int(s.b)}),
         hv(v, {int(s.d), int(s.sk), int(s.hkv), int(s.b)}),
         hout(out.data(), {int(s.d), int(s.sq), int(s.h), int(s.b)}),
-        hlse(lse.data(), {int(s.sq), int(s.h), int(s.b)});
+        hlse(lse.data(), {{0, int(s.d), 0},
+                          {0, int(s.sq), 1},
+                          {0, int(s.h), int(s.sq)},
+                          {0, int(s.b), int(s.sq * s.h)}});  // a stride-0 feature dimension
     return kernel(nullptr, hq.raw_buffer(), hk.raw_buffer(), hv.raw_buffer(),
                   1.0f / std::sqrt(float(s.d)), key_split, hout.raw_buffer(), hlse.raw_buffer());
   };

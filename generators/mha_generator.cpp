@@ -107,19 +107,29 @@ class MhaGenerator : public Generator<MhaGenerator> {
                       *key_split_);
     }
     set_feature_blocks(in, plan_);
+    in.stats_in_out = !plan_.gpu;
     attention_ = scaled_dot_product(in);
+    // CPU: the attention's out carries each row's logsumexp (SdpaInputs::stats_in_out), which the
+    // logsumexp output copies out after it (a row per head, beside Sq·H·D features).
+    Func attended = attention_.out, lse_of_rows = attention_.logsumexp;
+    if (in.stats_in_out) {
+      attended = Func("attended");
+      attended(d, i, h, b) = attention_.out(d, i, h, b)[0];
+      lse_of_rows = Func("lse_of_rows");
+      lse_of_rows(i, h, b) = attention_.out(0, i, h, b)[1];
+    }
 
     // The output projection reduces over (d, h): the concatenation's column h·D + d.
     Func concat("concat"), w_o_heads("w_o_heads");
-    concat(d, h, i, b) = attention_.out(d, clamp(i, 0, Sq - 1), h, b);
+    concat(d, h, i, b) = attended(d, clamp(i, 0, Sq - 1), h, b);
     Func w_o_padded = columns_zero_padded(w_o);
     Var n("n");
     w_o_heads(d, h, n, b) = w_o_padded(h * D + d, n);
     w_o.dim(0).set_stride(Expr());
     out_proj_ = linear_product(concat, w_o_heads, columns_zero_padded(b_o), {D, H});
     out = out_proj_.y;
-    logsumexp = attention_.logsumexp;
-    // logsumexp covers exactly the attention's rows, so the schedule fuses their loops.
+    logsumexp = lse_of_rows;
+    // logsumexp covers exactly the attention's rows.
     logsumexp.dim(0).set_bounds(0, Sq);
     logsumexp.dim(1).set_bounds(0, H);
     logsumexp.dim(2).set_bounds(out.dim(2).min(), out.dim(2).extent());

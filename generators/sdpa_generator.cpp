@@ -85,6 +85,7 @@ class SdpaGeneratorBase : public Generator<Self> {
   void configure() {
     add_operands();
     add_key_split();
+    add_attention_outputs();
   }
 
  protected:
@@ -132,26 +133,55 @@ class SdpaGeneratorBase : public Generator<Self> {
   }
 
   // Defines the pipeline into `out` and `lse`; `mask` (may be null) must outlive the call.
-  // `customize` may change the inputs (the score form) before the algorithm runs.
-  void build(GeneratorOutput<Buffer<float, 4>>& out, GeneratorOutput<Buffer<float, 3>>& lse,
-             MaskInputs* mask, Expr values_finite = Expr(),
+  // `customize` may change the inputs (the score form) before the algorithm runs. The outputs are
+  // add_attention_outputs()'s.
+  void build(MaskInputs* mask, Expr values_finite = Expr(),
              const std::function<void(SdpaInputs&)>& customize = {}) {
     define(mask, values_finite, customize);
-    out = funcs_.out;
-    lse = funcs_.logsumexp;
-    // Block skipping needs query positions that start at 0, so a tile's rows are its group's rows.
-    out.dim(1).set_min(0);
     if (plan_.gpu) {
       // The register tiles hold split_keys keys: a larger split would drop keys.
       this->add_requirement(*key_split_ >= 1 && *key_split_ <= plan_.gpu_tiling.split_keys,
                             "key_split must be in [1, ", plan_.gpu_tiling.split_keys, "], got ",
                             *key_split_);
     }
-    // logsumexp covers exactly out's rows; stating it lets the schedule fuse their loops exactly.
-    for (int dim = 0; dim < 3; ++dim) {
-      lse.dim(dim).set_bounds(out.dim(dim + 1).min(), out.dim(dim + 1).extent());
+    const int sq = prefill() ? 1024 : 1;
+    const Region out_estimates = {{0, 64}, {0, sq}, {0, 8}, {0, 1}};
+    if (out_and_lse_ != nullptr) {
+      *out_and_lse_ = funcs_.out;
+      std::vector<OutputImageParam> buffers = Func(*out_and_lse_).output_buffers();
+      // Block skipping needs query positions that start at 0, so a tile's rows are its group's
+      // rows. The logsumexp buffer's feature dimension repeats each row (stride 0); Halide keeps
+      // both buffers' extents equal.
+      buffers[0].dim(1).set_min(0);
+      buffers[1].dim(0).set_stride(0);
+      for (OutputImageParam& buffer : buffers) buffer.set_estimates(out_estimates);
+    } else {
+      GeneratorOutput<Buffer<float, 4>>& out = *out_;
+      GeneratorOutput<Buffer<float, 3>>& lse = *logsumexp_;
+      out = funcs_.out;
+      lse = funcs_.logsumexp;
+      out.dim(1).set_min(0);
+      // logsumexp covers exactly out's rows.
+      for (int dim = 0; dim < 3; ++dim) {
+        lse.dim(dim).set_bounds(out.dim(dim + 1).min(), out.dim(dim + 1).extent());
+      }
+      out.set_estimates(out_estimates);
+      lse.set_estimates({{0, sq}, {0, 8}, {0, 1}});
     }
-    set_estimates(out, lse);
+    set_input_estimates();
+  }
+
+  // The outputs, after every input: on a CPU one Tuple-valued output "out" whose two buffers are
+  // out (c, i, h, b) and logsumexp (c, i, h, b) with a stride-0 c (SdpaInputs::stats_in_out); on
+  // a GPU out (c, i, h, b) and logsumexp (i, h, b).
+  void add_attention_outputs() {
+    if (gpu()) {
+      out_ = this->template add_output<Buffer<float, 4>>("out");
+      logsumexp_ = this->template add_output<Buffer<float, 3>>("logsumexp");
+    } else {
+      out_and_lse_ =
+          this->template add_output<Func>("out", std::vector<Type>{Float(32), Float(32)}, 4);
+    }
   }
 
   // The algorithm's Funcs (funcs_) without binding any output.
@@ -191,6 +221,7 @@ class SdpaGeneratorBase : public Generator<Self> {
     in.heads_per_kv = q.dim(2).extent() / k.dim(2).extent();
     in.mask = mask;
     in.values_finite = values_finite;
+    in.stats_in_out = !gpu();
     plan_ = sdpa_plan(this->get_target(), tiling_target(), prefill(), tiling, in.bf16_pairs);
     if (mask) set_mask_blocks(*mask, plan_);
     if (customize) customize(in);
@@ -207,8 +238,7 @@ class SdpaGeneratorBase : public Generator<Self> {
   }
 
  private:
-  void set_estimates(GeneratorOutput<Buffer<float, 4>>& out,
-                     GeneratorOutput<Buffer<float, 3>>& lse) {
+  void set_input_estimates() {
     const int sq = prefill() ? 1024 : 1;
     const int sk = 1024, d = 64, heads = 8, batch = 1;
     GeneratorInput<Buffer<>>&q = *q_, &k = *k_, &v = *v_;
@@ -217,18 +247,17 @@ class SdpaGeneratorBase : public Generator<Self> {
     v.set_estimates({{0, d}, {0, sk}, {0, heads}, {0, batch}});
     scale_->set_estimate(0.125f);
     key_split_->set_estimate(512);
-    out.set_estimates({{0, d}, {0, sq}, {0, heads}, {0, batch}});
-    lse.set_estimates({{0, sq}, {0, heads}, {0, batch}});
   }
+
+  GeneratorOutput<Func>* out_and_lse_ = nullptr;
+  GeneratorOutput<Buffer<float, 4>>* out_ = nullptr;
+  GeneratorOutput<Buffer<float, 3>>* logsumexp_ = nullptr;
 };
 
 // Plain SDPA: no masking code at all.
 class SdpaGenerator : public SdpaGeneratorBase<SdpaGenerator> {
  public:
-  Output<Buffer<float, 4>> out{"out"};              // (c, i, h, b)
-  Output<Buffer<float, 3>> logsumexp{"logsumexp"};  // (i, h, b)
-
-  void generate() { build(out, logsumexp, nullptr); }
+  void generate() { build(nullptr); }
   void schedule() { schedule_attention(); }
 };
 
@@ -285,8 +314,7 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
       return;
     }
     // Decode's P·V already runs at memory speed: always take the NaN-safe form there.
-    build(*out_, *logsumexp_, &mask_, prefill() ? mask_args_.values_finite() : Expr(false),
-          score_form);
+    build(&mask_, prefill() ? mask_args_.values_finite() : Expr(false), score_form);
   }
 
   void schedule() {
@@ -322,8 +350,7 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
     if (output == Produces::Weights) {
       weights_ = add_output<Buffer<float, 4>>("weights");  // (j, i, h, b)
     } else {
-      out_ = add_output<Buffer<float, 4>>("out");              // (c, i, h, b)
-      logsumexp_ = add_output<Buffer<float, 3>>("logsumexp");  // (i, h, b)
+      add_attention_outputs();
     }
   }
 
@@ -360,8 +387,6 @@ class MaskedSdpaGenerator : public SdpaGeneratorBase<MaskedSdpaGenerator> {
   GeneratorInput<bool>* rope_interleaved_ = nullptr;
   GeneratorInput<Buffer<float, 1>>* score_weights_ = nullptr;
   GeneratorInput<Buffer<float, 3>>* row_logsumexp_ = nullptr;
-  GeneratorOutput<Buffer<float, 4>>* out_ = nullptr;
-  GeneratorOutput<Buffer<float, 3>>* logsumexp_ = nullptr;
   GeneratorOutput<Buffer<float, 4>>* weights_ = nullptr;
 };
 
@@ -402,8 +427,7 @@ class ModSdpaGenerator : public SdpaGeneratorBase<ModSdpaGenerator> {
     if (ranges) {
       key_ranges_out_ = add_output<Buffer<int32_t, 4>>("key_ranges");
     } else {
-      out_ = add_output<Buffer<float, 4>>("out");              // (c, i, h, b)
-      logsumexp_ = add_output<Buffer<float, 3>>("logsumexp");  // (i, h, b)
+      add_attention_outputs();
     }
   }
 
@@ -437,7 +461,7 @@ class ModSdpaGenerator : public SdpaGeneratorBase<ModSdpaGenerator> {
     mask_.single_group = !prefill();
     mask_.gather_mod_splits = !gpu();
     // Decode's P·V already runs at memory speed: always take the NaN-safe form there.
-    build(*out_, *logsumexp_, &mask_, prefill() ? Expr(*values_finite_) : Expr(false));
+    build(&mask_, prefill() ? Expr(*values_finite_) : Expr(false));
     if (!prefill()) {
       add_requirement(q_->dim(1).extent() <= mask_.query_group, "mod_sdpa decode: at most",
                       mask_.query_group, "queries, got", q_->dim(1).extent());
@@ -559,8 +583,6 @@ class ModSdpaGenerator : public SdpaGeneratorBase<ModSdpaGenerator> {
   std::vector<GeneratorInput<Expr>*> mod_scalars_;
   GeneratorInput<Buffer<int32_t, 4>>* key_ranges_in_ = nullptr;
   GeneratorInput<bool>* values_finite_ = nullptr;
-  GeneratorOutput<Buffer<float, 4>>* out_ = nullptr;
-  GeneratorOutput<Buffer<float, 3>>* logsumexp_ = nullptr;
   GeneratorOutput<Buffer<int32_t, 4>>* key_ranges_out_ = nullptr;
 };
 
@@ -580,8 +602,6 @@ class PagedSdpaGenerator : public SdpaGeneratorBase<PagedSdpaGenerator> {
   // query row per head (with or without GQA) over a [blocks, slots, Hkv, D] pool, where the runtime
   // picks it.
   GeneratorParam<bool> whole_keys{"whole_keys", false};
-  Output<Buffer<float, 4>> out{"out"};              // (c, i, h, b)
-  Output<Buffer<float, 3>> logsumexp{"logsumexp"};  // (i, h, b)
 
   void configure() {
     add_operands();
@@ -589,6 +609,7 @@ class PagedSdpaGenerator : public SdpaGeneratorBase<PagedSdpaGenerator> {
     block_table_ = add_input<Buffer<int32_t, 2>>("block_table");
     block_shift_ = add_input<int32_t>("block_shift");
     add_key_split();
+    add_attention_outputs();
   }
 
   void generate() {
@@ -601,7 +622,7 @@ class PagedSdpaGenerator : public SdpaGeneratorBase<PagedSdpaGenerator> {
     const Expr seq_k = block_table_->dim(0).extent() << *block_shift_;
     mask_.diag_offset = mask_.diag_offset + clamp(mask_.key_length(b), 0, seq_k) -
                         clamp(mask_.query_length(b), 0, q_->dim(1).extent());
-    build(out, logsumexp, &mask_, Expr(false), [this, seq_k](SdpaInputs& in) {
+    build(&mask_, Expr(false), [this, seq_k](SdpaInputs& in) {
       const GeneratorInput<Buffer<>>&q = *q_, &k = *k_;
       const Func table = *block_table_;
       in.seq_k = seq_k;
@@ -660,22 +681,20 @@ class PagedSdpaGenerator : public SdpaGeneratorBase<PagedSdpaGenerator> {
 // logsumexp (log sum_j f) -inf. The runtime maps [B, S, D] tensors to one head.
 class KernelRegressionGenerator : public SdpaGeneratorBase<KernelRegressionGenerator> {
  public:
-  Output<Buffer<float, 4>> out{"out"};              // (c, i, h, b)
-  Output<Buffer<float, 3>> logsumexp{"logsumexp"};  // (i, h, b): log sum_j f(q_i, k_j)
-
   // Inputs q, k, v, scale, kernel (int32: 0 Gaussian, 1 boxcar, 2 Epanechnikov), values_finite,
-  // key_split.
+  // key_split; outputs out and logsumexp (log sum_j f(q_i, k_j)).
   void configure() {
     add_operands();
     kernel_ = add_input<int32_t>("kernel");
     values_finite_ = add_input<bool>("values_finite");
     add_key_split();
+    add_attention_outputs();
   }
 
   void generate() {
     Expr inverse_bandwidth_squared = *scale_;
     Expr kind = *kernel_;
-    build(out, logsumexp, nullptr, *values_finite_, [=](SdpaInputs& in) {
+    build(nullptr, *values_finite_, [=](SdpaInputs& in) {
       in.scale = 1.0f;
       in.score_term = [](const Expr& q_d, const Expr& k_d, const Expr&) {
         return (q_d - k_d) * (q_d - k_d);

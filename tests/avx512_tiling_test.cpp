@@ -20,14 +20,16 @@ namespace {
 
 using HalideBuffer = Halide::Runtime::Buffer<float>;
 
-// A view of the tensor's storage with Halide's dimension order (innermost first).
-HalideBuffer halide_view(const attention::TensorView& t) {
+// A view of the tensor's storage with Halide's dimension order (innermost first); `features` > 0:
+// a leading stride-0 dimension of that extent (a CPU kernel's logsumexp output, RowStats).
+HalideBuffer halide_view(const attention::TensorView& t, int features = 0) {
   std::vector<halide_dimension_t> dims(t.rank);
   for (int d = 0; d < t.rank; ++d) {
     dims[t.rank - 1 - d] =
         halide_dimension_t(0, static_cast<int32_t>(t.shape[d]), static_cast<int32_t>(t.strides[d]));
   }
-  return HalideBuffer(static_cast<float*>(t.data), t.rank, dims.data());
+  if (features > 0) dims.insert(dims.begin(), halide_dimension_t(0, features, 0));
+  return HalideBuffer(static_cast<float*>(t.data), static_cast<int>(dims.size()), dims.data());
 }
 
 // key_split: keys per split (decode: per work item; prefill: per pass over a query tile).
@@ -39,7 +41,7 @@ void expect_kernel_matches_reference(const SdpaCase& c, bool prefill, uint64_t s
   const float scale = static_cast<float>(c.effective_scale());
   HalideBuffer q = halide_view(tensors.q.view()), k = halide_view(tensors.k.view()),
                v = halide_view(tensors.v.view()), out = halide_view(tensors.out.view()),
-               lse = halide_view(tensors.lse.view());
+               lse = halide_view(tensors.lse.view(), static_cast<int>(c.Dv));
   // No user_context: errors, if any, go to stderr and the return code.
   const int code = prefill
                        ? sdpa_f32_prefill_avx512_tiles(nullptr, q, k, v, scale, key_split, out, lse)

@@ -137,7 +137,8 @@ attention::Status run(Candidate& c, Problem& p) {
       hk(TensorView::contiguous(p.k.data() + kv, {s.B, s.H, s.Sk, s.D})),
       hv(TensorView::contiguous(p.v.data() + kv, {s.B, s.H, s.Sk, s.D})),
       hout(TensorView::contiguous(p.out.data(), {s.B, s.H, s.Sq, s.D})),
-      hlse(TensorView::contiguous(p.lse.data(), {s.B, s.H, s.Sq}));
+      hlse(TensorView::contiguous(p.lse.data(), {s.B, s.H, s.Sq}),
+           attention::detail::RowStats{s.D});
   const auto inputs = std::tuple(hq.get(), hk.get(), hv.get(), p.scale);
   const auto outputs = std::tuple(c.key_split, hout.get(), hlse.get());
   if (!p.masked) {

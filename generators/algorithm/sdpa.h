@@ -80,6 +80,12 @@ struct SdpaInputs {
   // predicate (SdpaFuncs::r_pv). Keys past a sequence's end are then read, so this suits a paged
   // cache whose runtime points them at a row the call reads anyway.
   bool whole_split_pv = false;
+  // CPU: out is one Tuple over (c, i, h, b), the output and the row's logsumexp at every feature,
+  // so a single loop nest writes both (the runtime's logsumexp view has a stride-0 feature
+  // dimension). A separate logsumexp fused to out's loops (compute_with) made Halide's loop
+  // trimming re-simplify each tile's whole body under the fusion's guards: ten times the
+  // generation time of a masked prefill (commit body). GPU: out and logsumexp apart.
+  bool stats_in_out = false;
   // Rotary embeddings fused in (undefined without): q and k are rotated_q.out and rotated_k.out,
   // both reading rope_table (pair, key position, b), the {cos, sin} of each pair at each key
   // position (queries read the rows of their own positions). Schedules place all three.
@@ -125,6 +131,10 @@ struct SdpaFuncs {
   Halide::RDom r_s;            // over the splits
   Halide::Func out;            // (c, i, h, b)     out_total / weight_total
   Halide::Func logsumexp;      // (i, h, b)        lse_max + log(weight_total), natural log
+  // SdpaInputs::stats_in_out: out is Tuple(out_total / weight_total, the row's logsumexp) and
+  // logsumexp is undefined.
+  bool stats_in_out = false;
+  Halide::Expr key_split;      // SdpaInputs::key_split
   bool masked = false;         // MaskInputs given (masks.h)
   bool hides_keys = false;     // some logits may be -inf (masks, or a score form with zero weights)
   bool custom_logits = false;  // logits are more than the scores: worth computing once
@@ -284,9 +294,15 @@ inline void combine_splits(
 
   Expr total = f.weight_total(i, h, b);
   f.out = Func("out");
-  f.out(c, i, h, b) = normalized_output(f.out_total(c, i, h, b), total, f.hides_keys);
+  Expr normalized = normalized_output(f.out_total(c, i, h, b), total, f.hides_keys);
+  Expr lse = row_logsumexp(shift, total, f.hides_keys);
+  if (f.stats_in_out) {
+    f.out(c, i, h, b) = Tuple(normalized, lse);
+    return;
+  }
+  f.out(c, i, h, b) = normalized;
   f.logsumexp = Func("logsumexp");
-  f.logsumexp(i, h, b) = row_logsumexp(shift, total, f.hides_keys);
+  f.logsumexp(i, h, b) = lse;
 }
 
 // mask_mod's key range per query group (MaskInputs::mod_keys): whether any row of the group sees
@@ -329,6 +345,8 @@ inline SdpaFuncs scaled_dot_product(const SdpaInputs& in) {
   f.heads_per_kv = in.heads_per_kv;
   f.query_rows = in.query_rows;
   f.value_dim = in.value_dim;
+  f.key_split = in.key_split;
+  f.stats_in_out = in.stats_in_out;
   f.keys = in.k;
   f.values = in.v;
   f.rotated_q = in.rotated_q;

@@ -152,8 +152,19 @@ inline void finish_prefill_splits(SdpaFuncs& f, const CpuTiling& t, Halide::Var 
   using namespace Halide;
   schedule_weighted_sum_by_key_chunks(f, t, at);
   const LoopLevel tile_level(f.out, tile);
+  // Halide 21 sizes a hoisted allocation from the lets around it as they were before storage
+  // flattening, so a size that depends on query_lengths (the masked kernels) reached codegen as
+  // an unlowered call. Bounded storage keeps the sizes free of it: a tile's rows (blocks of a
+  // short tile shift inwards, up to a block below the tile), a split's keys (and a register
+  // block's worth of padding). Halide checks each bound at run time.
+  const AttentionVars& x = f.vars;
   for (Func stage : {f.split_lse, f.logits, f.row_max, f.weights, f.row_sum, f.weighted_sum}) {
     stage.hoist_storage(tile_level);
+    if (f.grouped) continue;
+    stage.bound_storage(x.i, t.query_tile + t.score_queries);
+    if (stage.name() == f.logits.name() || stage.name() == f.weights.name()) {
+      stage.bound_storage(x.j, f.key_split + 64);
+    }
   }
   schedule_split_combine(f, t, tile);
 }
@@ -765,10 +776,10 @@ inline void schedule_sdpa_cpu(SdpaFuncs& f, const CpuTiling& t, bool wide_querie
         .parallel(x.h)
         .parallel(tile);
   };
+  // out carries the logsumexp too (SdpaInputs::stats_in_out), so no second loop nest is fused.
+  _halide_user_assert(f.stats_in_out) << "CPU schedules take out and logsumexp as one Tuple\n";
   tile_loops(f.out);
   f.out.vectorize(x.c, t.vector, TailStrategy::GuardWithIf);
-  tile_loops(f.logsumexp);
-  f.logsumexp.compute_with(f.out, tile);
 
   schedule_mod_key_scan(f, t);
 

@@ -57,6 +57,12 @@ HalideView::HalideView(const TensorView& t, const std::array<int64_t, kMaxRank>&
   for (int d = 0; d < t.rank; ++d) dims_[t.rank - 1 - d].min = static_cast<int32_t>(mins[d]);
 }
 
+HalideView::HalideView(const TensorView& lse, RowStats stats) : HalideView(lse) {
+  for (int d = lse.rank; d > 0; --d) dims_[d] = dims_[d - 1];
+  dims_[0] = halide_dimension_t(0, static_cast<int32_t>(stats.features), 0);
+  buffer_.dimensions = lse.rank + 1;
+}
+
 KernelCall::KernelCall() {
   LiveCalls& live = live_calls();
   const std::lock_guard<std::mutex> lock(live.mutex);

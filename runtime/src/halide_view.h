@@ -13,9 +13,18 @@
 
 namespace attention::detail {
 
+// The features of a CPU kernel's logsumexp output (RowStats view below).
+struct RowStats {
+  int64_t features;
+};
+
 class HalideView {
  public:
   explicit HalideView(const TensorView& t);
+  // A CPU kernel's logsumexp output: the rows of `lse` [B, H, Sq] with a leading stride-0
+  // dimension of out's `features` (Dv). Those kernels write out and logsumexp as one Tuple over
+  // out's shape (generators' SdpaInputs::stats_in_out), each row's value at every feature.
+  HalideView(const TensorView& lse, RowStats stats);
   // A window of a larger tensor that keeps its coordinates: `mins` (outermost first, one per
   // dimension of t) are the indices of t's first element in that tensor. A kernel then computes
   // (or reads) exactly those indices, e.g. a chunk of heads of a GPU call.
@@ -25,7 +34,7 @@ class HalideView {
   halide_buffer_t* get() { return &buffer_; }
 
  private:
-  halide_dimension_t dims_[kMaxRank];
+  halide_dimension_t dims_[kMaxRank + 1];  // + RowStats' feature dimension
   halide_buffer_t buffer_{};
 };
 

@@ -71,7 +71,7 @@ Status nadaraya_watson_attention(const TensorView& queries, const TensorView& ke
   const bool values_finite = detail::all_finite(values);
   detail::HalideView hq(detail::with_one_head(queries)), hk(detail::with_one_head(keys)),
       hv(detail::with_one_head(values)), hout(detail::with_one_head(out)),
-      hlws(detail::with_one_head(lws));
+      hlws(detail::with_one_head(lws), detail::RowStats{out.shape[2]});
   const auto& row = detail::nadaraya_watson_row();
   const detail::KernelChoice choice =
       detail::choose_kernel(row.prefill.name, row.decode.name, B, 1, Sq, Sk);

@@ -90,7 +90,7 @@ const ModArgument* find_argument(const std::vector<ModArgument>& arguments, cons
 
 bool is_builtin_argument(const char* name) {
   for (const char* builtin : {"__user_context", "q", "k", "v", "scale", "values_finite",
-                              "key_split", "out", "logsumexp", "key_ranges"}) {
+                              "key_split", "out", "logsumexp", "out.0", "out.1", "key_ranges"}) {
     if (std::strcmp(name, builtin) == 0) return true;
   }
   return false;
@@ -255,6 +255,12 @@ Status run_mod_kernel(const char* mod, const ModKernel& kernel, const KernelTens
   std::deque<detail::HalideView> views;
   const TensorView none;
   const auto buffer = [&](const std::string& name) {
+    // A CPU kernel's outputs are one Tuple: out.0 is out, out.1 the logsumexp with a stride-0
+    // feature dimension (detail::RowStats).
+    if (name == "out.0") return views.emplace_back(t.out).get();
+    if (name == "out.1") {
+      return views.emplace_back(t.logsumexp, detail::RowStats{t.out.shape[3]}).get();
+    }
     const ModArgument* given = find_argument(arguments, name.c_str());
     const TensorView& tensor = name == "q"            ? t.q
                                : name == "k"          ? t.k

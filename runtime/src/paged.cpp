@@ -249,7 +249,7 @@ Status run_paged_cpu(const TensorView& q, const PagedKvCache& cache, const Tenso
     mask.diag_offset = 0;
     std::vector<float> lse_scratch;
     const TensorView lse = detail::stats_or_scratch(call_lse, {s.B, H, Sq}, lse_scratch);
-    detail::HalideView hq(call_q), hout(call_out), hlse(lse);
+    detail::HalideView hq(call_q), hout(call_out), hlse(lse, detail::RowStats{call_out.shape[3]});
     return detail::run_kernel_parts(
         kernel.name, kernel.fn, std::tuple(hq.get(), hk.get(), hv.get(), scale),
         mask.arguments(/*values_finite=*/false),

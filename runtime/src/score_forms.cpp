@@ -179,7 +179,8 @@ Status additive_attention(const TensorView& q, const TensorView& k, const Tensor
   detail::MaskArgs mask(options.mask, s.B, 1, s.Sq, s.Sk);
   detail::HalideView hq(detail::with_one_head(q_a)), hk(detail::with_one_head(k_a)),
       hv(detail::with_one_head(v)), hout(detail::with_one_head(out)),
-      hlse(detail::with_one_head(lse)), hw(TensorView::contiguous(w_a.data(), {A}));
+      hlse(detail::with_one_head(lse), detail::RowStats{out.shape[2]}),
+      hw(TensorView::contiguous(w_a.data(), {A}));
   const float temperature = 1.0f;
   const auto& row = detail::additive_row();
   const detail::KernelChoice choice =

@@ -166,7 +166,7 @@ Status run_masked(const detail::KernelSlot<decltype(&sdpa_f32_masked_prefill)>& 
   const auto run = [&](const TensorView& q, const TensorView& out, const TensorView& lse,
                        const MaskOptions& m) {
     detail::MaskArgs mask(m, q.shape[0], q.shape[1], q.shape[2], k.shape[2]);
-    detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse);
+    detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse, detail::RowStats{out.shape[3]});
     // A non-finite v at a hidden key would reach rows through 0 · NaN; prefill's plain P·V is
     // only safe without them (decode always takes the safe form and ignores the flag).
     const bool values_finite = choice.prefill && detail::all_finite(v);
@@ -193,7 +193,7 @@ Status run_fused_rope(const TensorView& q, const TensorView& k, const TensorView
                       const MaskOptions& m, detail::RopeArgs& rope) {
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], Sk = k.shape[2];
   detail::MaskArgs mask(m, B, H, Sq, Sk);
-  detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse),
+  detail::HalideView hq(q), hk(k), hv(v), hout(out), hlse(lse, detail::RowStats{out.shape[3]}),
       hoffsets(TensorView::contiguous(rope.offsets.data(), DType::Int32, {B})),
       hfreq(TensorView::contiguous(rope.inv_freq.data(), {rope.rotary_dim / 2}));
   const auto& kernel = detail::rope_prefill_kernel();
@@ -253,7 +253,8 @@ Status run_half_kv_decode(const detail::HalfKvDecodeRow& row, const detail::Kern
                           const MaskOptions& call_mask) {
   const auto run = [&](const TensorView& rows_q, const TensorView& rows_out,
                        const TensorView& rows_lse, const MaskOptions& m) {
-    detail::HalideView hq(rows_q), hk(k), hv(v), hout(rows_out), hlse(rows_lse);
+    detail::HalideView hq(rows_q), hk(k), hv(v), hout(rows_out),
+        hlse(rows_lse, detail::RowStats{rows_out.shape[3]});
     const auto inputs = std::tuple(hq.get(), hk.get(), hv.get(), scale);
     const auto outputs = std::tuple(choice.key_split, hout.get(), hlse.get());
     if (m.empty()) {
@@ -284,7 +285,8 @@ Status run_bf16_prefill(const detail::KernelSlot<decltype(&sdpa_f32_prefill)>* k
         detail::run_amx_prefill(q, k, v, result.view(), lse, scale, causal_offset));
     return result.finish();
   }
-  detail::HalideView hq(q), hk(k), hv(v), hout(result.view()), hlse(lse);
+  detail::HalideView hq(q), hk(k), hv(v), hout(result.view()),
+      hlse(lse, detail::RowStats{out.shape[3]});
   ATTENTION_RETURN_IF_ERROR(detail::run_kernel(
       kernel->name, kernel->fn, hq.get(), hk.get(), hv.get(), scale,
       detail::prefill_key_split(kernel->name, k.shape[2]), hout.get(), hlse.get()));
@@ -473,7 +475,8 @@ Status execute_sdpa(const SdpaPlan& plan, const TensorView& q, const TensorView&
   const auto run_plain = [&, split = plan.choice.key_split](
                              const TensorView& rows_q, const TensorView& rows_out,
                              const TensorView& rows_lse, const MaskOptions&) {
-    HalideView hq(rows_q), hk(k), hv(v), hout(rows_out), hlse(rows_lse);
+    HalideView hq(rows_q), hk(k), hv(v), hout(rows_out),
+        hlse(rows_lse, RowStats{rows_out.shape[3]});
     return run_kernel(plan.plain->name, plan.plain->fn, hq.get(), hk.get(), hv.get(), scale, split,
                       hout.get(), hlse.get());
   };
