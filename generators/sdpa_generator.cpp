@@ -720,6 +720,26 @@ class KernelRegressionGenerator : public SdpaGeneratorBase<KernelRegressionGener
   GeneratorInput<bool>* values_finite_ = nullptr;
 };
 
+// Whether the SDPA schedules honour a tiling on a target, without generating a kernel: it stops
+// with sdpa_plan's message naming the parameter, as the kernel's generator would. attention-gen
+// runs it (header only, a second) so a bad --schedule value is refused at configure time. Its
+// output is a placeholder.
+class TilingCheckGenerator : public Generator<TilingCheckGenerator> {
+ public:
+  GeneratorParam<QueryTiling> query_tiling{
+      "query_tiling",
+      QueryTiling::Prefill,
+      {{"prefill", QueryTiling::Prefill}, {"decode", QueryTiling::Decode}}};
+  TilingParams tiling;
+  Output<Buffer<int32_t, 1>> honoured{"honoured"};
+
+  void generate() {
+    sdpa_plan(get_target(), get_target(), query_tiling == QueryTiling::Prefill, tiling);
+    Var i("i");
+    honoured(i) = 1;
+  }
+};
+
 }  // namespace
 
 HALIDE_REGISTER_GENERATOR(SdpaGenerator, sdpa)
@@ -727,3 +747,4 @@ HALIDE_REGISTER_GENERATOR(MaskedSdpaGenerator, masked_sdpa)
 HALIDE_REGISTER_GENERATOR(KernelRegressionGenerator, kernel_regression)
 HALIDE_REGISTER_GENERATOR(PagedSdpaGenerator, paged_sdpa)
 HALIDE_REGISTER_GENERATOR(ModSdpaGenerator, mod_sdpa)
+HALIDE_REGISTER_GENERATOR(TilingCheckGenerator, tiling_check)

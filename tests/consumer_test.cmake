@@ -114,10 +114,11 @@ if (GPU_MOD_TARGET)
                  "-DHalide_DIR=${HALIDE_DIR}" "-DCONSUMER_MOD_TARGETS=${GPU_MOD_TARGET}")
 endif ()
 
-# 2. The tool by hand, with the function's inputs: the same bytes.
+# 2. The tool by hand, with the function's inputs, one generator process at a time (the function
+# runs one per hardware thread): the same bytes.
 set(gen "${prefix}/bin/attention-gen")
 run("${gen}" --name consumer_kernels --kernels sdpa,sdpa_bf16kv --targets "${KERNEL_TARGETS}"
-    --out "${WORK_DIR}/by-hand")
+    --out "${WORK_DIR}/by-hand" --jobs 1)
 file(GLOB generated RELATIVE "${WORK_DIR}/by-hand" "${WORK_DIR}/by-hand/*")
 list(LENGTH generated count)
 foreach (file IN LISTS generated)
@@ -138,6 +139,19 @@ expect_failure("unknown kernel 'flash'" "${gen}" --name k --kernels flash --targ
                "${KERNEL_TARGETS}" --out "${WORK_DIR}/bad")
 expect_failure("unknown schedule parameter 'tile'" "${gen}" --name k --kernels sdpa --targets
                "${KERNEL_TARGETS}" --schedule tile=4 --out "${WORK_DIR}/bad")
+expect_failure("--jobs 'many': expected a whole number from 1 to 256" "${gen}" --name k --kernels
+               sdpa --targets "${KERNEL_TARGETS}" --jobs many --out "${WORK_DIR}/bad")
+# A tiling value the schedule cannot honour on the target: refused by --dry-run (configure time).
+expect_failure("score_queries=18: must be a multiple of the" "${gen}" --name k --kernels sdpa
+               --targets "${KERNEL_TARGETS}" --schedule score_queries=18 --out "${WORK_DIR}/bad"
+               --dry-run)
+# The target as the user wrote it, without the features the tool adds.
+execute_process(COMMAND "${gen}" --name k --kernels sdpa --targets x86-64-linux-avx3 --out
+                        "${WORK_DIR}/bad" ERROR_VARIABLE output RESULT_VARIABLE result)
+if (result EQUAL 0 OR NOT output MATCHES "unknown target 'x86-64-linux-avx3'" OR
+    output MATCHES "user_context|no_runtime|name_mangling")
+  message(FATAL_ERROR "attention-gen's message for an unknown target: ${output}")
+endif ()
 run("${gen}" --list)
 expect_failure("DECODE names 'causal', which is in neither MODS nor MASK_MODS" ${configure}
                -B "${WORK_DIR}/bad-mods" "-DCMAKE_PREFIX_PATH=${prefix}" -DCONSUMER_MODS=ON

@@ -14,6 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
@@ -21,8 +22,10 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 extern char** environ;
@@ -81,7 +84,8 @@ const char* const kGpuFeatures[] = {"cuda",         "opencl", "metal",       "vu
 
 void usage(std::ostream& os) {
   os << "usage: attention-gen --name NAME --kernels K1,K2,... --targets T1,T2,... --out DIR\n"
-        "                     [--schedule key=value,...] [--generator PATH] [--quiet] [--dry-run]\n"
+        "                     [--schedule key=value,...] [--generator PATH] [--jobs N] [--quiet]\n"
+        "                     [--dry-run]\n"
         "       attention-gen --list\n"
         "       attention-gen --help\n"
         "\n"
@@ -101,6 +105,8 @@ void usage(std::ostream& os) {
         "  --out DIR          output folder (created)\n"
         "  --generator PATH   the generator executable (default: ../lib/attention/\n"
         "                     attention_generators beside this tool)\n"
+        "  --jobs N           generator processes at once (default: the machine's hardware\n"
+        "                     threads); each kernel is one process\n"
         "  --quiet            no progress lines\n"
         "  --dry-run          check every argument (targets with Halide) and print the files\n"
         "                     it would write, one per line, without generating them\n";
@@ -162,7 +168,18 @@ std::string self_dir() {
 // Runs argv in folder `dir` with its output into `log` (absolute); the exit status. In the output
 // folder, so that nothing the generator writes depends on where that folder is (Halide derives
 // the headers' include guards from the path it is given).
-int run(const std::vector<std::string>& argv, const std::string& dir, const std::string& log) {
+// Halide's messages name a target with the features this tool adds (below): say it as given.
+std::string without_added_features(std::string message) {
+  for (const char* added : {"-user_context", "-no_runtime", "-c_plus_plus_name_mangling"}) {
+    for (size_t at = message.find(added); at != std::string::npos; at = message.find(added)) {
+      message.erase(at, std::strlen(added));
+    }
+  }
+  return message;
+}
+
+// Starts argv[0] with argv in `dir`, its stdout and stderr into `log`.
+pid_t spawn(const std::vector<std::string>& argv, const std::string& dir, const std::string& log) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -175,9 +192,15 @@ int run(const std::vector<std::string>& argv, const std::string& dir, const std:
   const int spawned = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) fail("cannot run " + argv[0] + ": " + std::strerror(spawned));
+  return pid;
+}
+
+int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128; }
+
+int run(const std::vector<std::string>& argv, const std::string& dir, const std::string& log) {
   int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
+  waitpid(spawn(argv, dir, log), &status, 0);
+  return exit_code(status);
 }
 
 std::string absolute(const std::string& path) {
@@ -221,6 +244,7 @@ struct Options {
   std::vector<std::string> kernels, targets, schedule;
   bool quiet = false;
   bool dry_run = false;
+  int jobs = 0;  // 0: the hardware threads
 };
 
 Options parse(int argc, char** argv) {
@@ -255,6 +279,14 @@ Options parse(int argc, char** argv) {
       o.targets = split(value(), ',');
     } else if (arg == "--schedule") {
       o.schedule = split(value(), ',');
+    } else if (arg == "--jobs") {
+      const std::string n = value();
+      char* end = nullptr;
+      const long jobs = std::strtol(n.c_str(), &end, 10);
+      if (n.empty() || *end != '\0' || jobs < 1 || jobs > 256) {
+        fail("--jobs '" + n + "': expected a whole number from 1 to 256");
+      }
+      o.jobs = static_cast<int>(jobs);
     } else {
       fail("unknown option '" + arg + "' (--help)");
     }
@@ -353,10 +385,52 @@ int main(int argc, char** argv) {
     if (run({generator, "-g", "kernel_info", "-f", "probe", "-e", "c_header", "-o", ".",
              "target=" + halide_targets({t})},
             out, log) != 0) {
-      fail("unknown target '" + t + "': " + halide_error(read_file(log)));
+      fail("unknown target '" + t + "': " + without_added_features(halide_error(read_file(log))));
     }
   }
   std::remove((out + "/probe.h").c_str());
+
+  // The tiling values, for each target and each tiling the chosen kernels take (a second each:
+  // the check makes no kernel), so a value the schedule cannot honour stops here, at configure
+  // time, rather than part way through generating.
+  std::vector<std::string> tiling_values, query_tilings;
+  for (const std::string& item : o.schedule) {
+    if (item.rfind("autoscheduler=", 0) != 0) tiling_values.push_back(item);
+  }
+  for (const Kernel* k : chosen) {
+    for (const Role& r : k->roles) {
+      if (!r.tiled) continue;
+      const std::string q = std::string(r.params).find("query_tiling=decode") != std::string::npos
+                                ? "decode"
+                                : "prefill";
+      if (std::find(query_tilings.begin(), query_tilings.end(), q) == query_tilings.end()) {
+        query_tilings.push_back(q);
+      }
+    }
+  }
+  if (!tiling_values.empty()) {
+    for (const std::string& t : o.targets) {
+      for (const std::string& q : query_tilings) {
+        std::vector<std::string> argv = {generator,
+                                         "-g",
+                                         "tiling_check",
+                                         "-f",
+                                         "tiling_check",
+                                         "-e",
+                                         "c_header",
+                                         "-o",
+                                         ".",
+                                         "target=" + halide_targets({t}),
+                                         "query_tiling=" + q};
+        argv.insert(argv.end(), tiling_values.begin(), tiling_values.end());
+        if (run(argv, out, log) != 0) {
+          fail("--schedule " + join(tiling_values, ",") + " for target '" + t +
+               "': " + without_added_features(halide_error(read_file(log))));
+        }
+      }
+    }
+    std::remove((out + "/tiling_check.h").c_str());
+  }
 
   struct Job {
     std::string role, generator, file;
@@ -397,13 +471,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   const auto start = std::chrono::steady_clock::now();
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    const Job& job = jobs[i];
+  // One generator process per kernel, up to --jobs at once, each with a log of its own.
+  std::vector<std::vector<std::string>> commands;
+  for (const Job& job : jobs) {
     const std::vector<std::string>& targets = job.role == "kernel_info" ? probe_targets : o.targets;
-    if (!o.quiet) {
-      std::cout << "[" << i + 1 << "/" << jobs.size() << "] " << job.file << " for "
-                << join(targets, ", ") << std::endl;
-    }
     std::vector<std::string> argv = {generator,
                                      "-g",
                                      job.generator,
@@ -421,10 +492,39 @@ int main(int argc, char** argv) {
       argv.insert(argv.begin() + 1, {"-p", p});
     }
     argv.insert(argv.end(), job.params.begin(), job.params.end());
-    if (run(argv, out, log) != 0) {
-      fail(job.file + ": the generator failed: " + halide_error(read_file(log)) + " (log: " + log +
-           ")");
+    commands.push_back(argv);
+  }
+  const size_t parallel =
+      o.jobs > 0 ? static_cast<size_t>(o.jobs) : std::max(1u, std::thread::hardware_concurrency());
+  const auto job_log = [&](size_t i) { return out + "/" + jobs[i].file + ".log"; };
+  std::map<pid_t, size_t> running;
+  size_t next = 0, failed = jobs.size();  // failed: the first job (in order) that failed
+  while (running.size() > 0 || (next < jobs.size() && failed == jobs.size())) {
+    while (next < jobs.size() && failed == jobs.size() && running.size() < parallel) {
+      if (!o.quiet) {
+        const std::vector<std::string>& targets =
+            jobs[next].role == "kernel_info" ? probe_targets : o.targets;
+        std::cout << "[" << next + 1 << "/" << jobs.size() << "] " << jobs[next].file << " for "
+                  << join(targets, ", ") << std::endl;
+      }
+      running[spawn(commands[next], out, job_log(next))] = next;
+      ++next;
     }
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, 0);
+    const auto done = running.find(pid);
+    if (done == running.end()) continue;
+    const size_t i = done->second;
+    running.erase(done);
+    if (exit_code(status) != 0) {
+      failed = std::min(failed, i);
+    } else {
+      std::remove(job_log(i).c_str());
+    }
+  }
+  if (failed < jobs.size()) {
+    fail(jobs[failed].file + ": the generator failed: " + halide_error(read_file(job_log(failed))) +
+         " (log: " + job_log(failed) + ")");
   }
   std::remove(log.c_str());
 

@@ -142,6 +142,7 @@ struct Registry {
   struct Entry {
     const GeneratedKernelLibrary* library;
     Status status;
+    std::string target;  // the library's target this CPU runs (its probe's answer)
   };
   std::vector<Entry> libraries;
   std::vector<std::unique_ptr<const Published>> published;  // every one ever published, kept
@@ -164,6 +165,7 @@ Status register_locked(Registry& r, const GeneratedKernelLibrary& library) {
                              ": another library of that name is already registered");
     }
   }
+  std::string picked_target;
   const auto check = [&]() -> Status {
     const std::string prefix = "kernel library " + name + ": ";
     if (library.abi != kKernelLibraryAbi) {
@@ -182,9 +184,10 @@ Status register_locked(Registry& r, const GeneratedKernelLibrary& library) {
     // <arch>-<bits>-<os> target, which it reports when this CPU runs none of the library's.
     const CpuKernelInfo info = read_kernel_info(library.kernel_info);
     const std::vector<std::string> picked = target_features(info.target);
-    bool runs = false;
-    for (const std::string& target : targets) runs = runs || target_features(target) == picked;
-    if (!runs) {
+    for (const std::string& target : targets) {
+      if (picked_target.empty() && target_features(target) == picked) picked_target = target;
+    }
+    if (picked_target.empty()) {
       return Status::error(StatusCode::Unsupported, prefix + "this CPU has none of its targets (" +
                                                         library.targets + "); it runs " +
                                                         cpu_kernel_info().target);
@@ -220,7 +223,8 @@ Status register_locked(Registry& r, const GeneratedKernelLibrary& library) {
     return Status::ok_status();
   };
   Status status = check();
-  r.libraries.push_back({&library, status});
+  if (!status.ok()) picked_target.clear();
+  r.libraries.push_back({&library, status, picked_target});
   return status;
 }
 
@@ -278,8 +282,8 @@ std::vector<KernelLibraryInfo> kernel_libraries() {
       kernels.push_back(kernel != nullptr ? kernel : "");
     }
     result.push_back({library.name != nullptr ? library.name : "",
-                      library.targets != nullptr ? library.targets : "", std::move(kernels),
-                      entry.status});
+                      library.targets != nullptr ? library.targets : "", entry.target,
+                      std::move(kernels), entry.status});
   }
   return result;
 }

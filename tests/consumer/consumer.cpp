@@ -265,11 +265,17 @@ void check_generated_library() {
   const attention::Status registered = consumer_kernels::register_kernels();
   bool listed = false;
   for (const attention::KernelLibraryInfo& library : attention::kernel_libraries()) {
-    std::printf("kernel library %s (%s): %zu kernels, %s\n", library.name.c_str(),
-                library.targets.c_str(), library.kernels.size(),
+    std::printf("kernel library %s (%s): %zu kernels, runs %s, %s\n", library.name.c_str(),
+                library.targets.c_str(), library.kernels.size(), library.target.c_str(),
                 library.status ? "registered" : library.status.message().c_str());
-    listed =
-        listed || (library.name == "consumer_kernels" && library.status.ok() == registered.ok());
+    // A registered library names the one of its targets this CPU runs; a refused one none.
+    const bool target_named =
+        library.status.ok() ? !library.target.empty() &&
+                                  (" " + library.targets + " ").find(" " + library.target + " ") !=
+                                      std::string::npos
+                            : library.target.empty();
+    listed = listed || (library.name == "consumer_kernels" &&
+                        library.status.ok() == registered.ok() && target_named);
   }
   const std::string prefill = planned_kernel(2, 4, 37, 53, 64);
   const std::string decode = planned_kernel(2, 4, 1, 53, 64);

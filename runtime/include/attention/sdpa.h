@@ -149,11 +149,12 @@ Status scaled_dot_product_attention(const TensorView& q, const TensorView& k, co
 Status explain_sdpa(const TensorView& q, const TensorView& k, const TensorView& v,
                     const TensorView& out, const SdpaOptions& options, std::string* plan);
 
-// The Halide target of the CPU kernel variant that runs on this machine, e.g.
-// "x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41" or "arm-64-linux". Every CPU kernel
-// of the library is built for the same list of targets, best first, and picks the first one whose
+// The Halide target of the built-in CPU kernel variant that runs on this machine, e.g.
+// "x86-64-linux-avx-avx2-avx512-avx512_skylake-f16c-fma-sse41" or "arm-64-linux". Every built-in
+// CPU kernel is built for the same list of targets, best first, and picks the first one whose
 // features this CPU has (Halide's multi-target dispatch); this names that pick, so timings from
-// different machines can be compared knowing which code ran.
+// different machines can be compared knowing which code ran. Roles a registered kernel library
+// serves run that library's pick instead (KernelLibraryInfo::target).
 std::string cpu_kernel_target();
 
 // Tuned kernels (docs/tuning.md): a build that found a current tuned table for a target it builds
@@ -176,6 +177,7 @@ std::vector<std::string> tuned_kernel_buckets();
 struct KernelLibraryInfo {
   std::string name;
   std::string targets;               // Halide targets, best first, space-separated
+  std::string target;                // the one of them this CPU runs (empty: refused before that)
   std::vector<std::string> kernels;  // generated function names
   Status status;
 };
