@@ -144,8 +144,6 @@ class SdpaGeneratorBase : public Generator<Self> {
                             "key_split must be in [1, ", plan_.gpu_tiling.split_keys, "], got ",
                             *key_split_);
     }
-    const int sq = prefill() ? 1024 : 1;
-    const Region out_estimates = {{0, 64}, {0, sq}, {0, 8}, {0, 1}};
     if (out_and_lse_ != nullptr) {
       *out_and_lse_ = funcs_.out;
       std::vector<OutputImageParam> buffers = Func(*out_and_lse_).output_buffers();
@@ -154,7 +152,6 @@ class SdpaGeneratorBase : public Generator<Self> {
       // both buffers' extents equal.
       buffers[0].dim(1).set_min(0);
       buffers[1].dim(0).set_stride(0);
-      for (OutputImageParam& buffer : buffers) buffer.set_estimates(out_estimates);
     } else {
       GeneratorOutput<Buffer<float, 4>>& out = *out_;
       GeneratorOutput<Buffer<float, 3>>& lse = *logsumexp_;
@@ -165,10 +162,8 @@ class SdpaGeneratorBase : public Generator<Self> {
       for (int dim = 0; dim < 3; ++dim) {
         lse.dim(dim).set_bounds(out.dim(dim + 1).min(), out.dim(dim + 1).extent());
       }
-      out.set_estimates(out_estimates);
-      lse.set_estimates({{0, sq}, {0, 8}, {0, 1}});
     }
-    set_input_estimates();
+    set_estimates();
   }
 
   // The outputs, after every input: on a CPU one Tuple-valued output "out" whose two buffers are
@@ -238,7 +233,8 @@ class SdpaGeneratorBase : public Generator<Self> {
   }
 
  private:
-  void set_input_estimates() {
+  // The inputs' and the bound outputs' estimates (the autoschedulers' shape).
+  void set_estimates() {
     const int sq = prefill() ? 1024 : 1;
     const int sk = 1024, d = 64, heads = 8, batch = 1;
     GeneratorInput<Buffer<>>&q = *q_, &k = *k_, &v = *v_;
@@ -247,6 +243,15 @@ class SdpaGeneratorBase : public Generator<Self> {
     v.set_estimates({{0, d}, {0, sk}, {0, heads}, {0, batch}});
     scale_->set_estimate(0.125f);
     key_split_->set_estimate(512);
+    const Region out = {{0, d}, {0, sq}, {0, heads}, {0, batch}};
+    if (out_and_lse_ != nullptr) {
+      for (OutputImageParam& buffer : Func(*out_and_lse_).output_buffers()) {
+        buffer.set_estimates(out);  // logsumexp's over out's shape too
+      }
+    } else {
+      out_->set_estimates(out);
+      logsumexp_->set_estimates({{0, sq}, {0, heads}, {0, batch}});
+    }
   }
 
   GeneratorOutput<Func>* out_and_lse_ = nullptr;

@@ -165,10 +165,8 @@ std::string self_dir() {
   return exe.substr(0, exe.rfind('/'));
 }
 
-// Runs argv in folder `dir` with its output into `log` (absolute); the exit status. In the output
-// folder, so that nothing the generator writes depends on where that folder is (Halide derives
-// the headers' include guards from the path it is given).
-// Halide's messages name a target with the features this tool adds (below): say it as given.
+// Halide's messages name a target with the features this tool adds (halide_targets): say it as
+// given.
 std::string without_added_features(std::string message) {
   for (const char* added : {"-user_context", "-no_runtime", "-c_plus_plus_name_mangling"}) {
     for (size_t at = message.find(added); at != std::string::npos; at = message.find(added)) {
@@ -178,7 +176,9 @@ std::string without_added_features(std::string message) {
   return message;
 }
 
-// Starts argv[0] with argv in `dir`, its stdout and stderr into `log`.
+// Starts argv in folder `dir` with its output into `log` (absolute). In the output folder, so that
+// nothing the generator writes depends on where that folder is (Halide derives the headers'
+// include guards from the path it is given).
 pid_t spawn(const std::vector<std::string>& argv, const std::string& dir, const std::string& log) {
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
@@ -197,6 +197,7 @@ pid_t spawn(const std::vector<std::string>& argv, const std::string& dir, const 
 
 int exit_code(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128; }
 
+// spawn, then the exit status.
 int run(const std::vector<std::string>& argv, const std::string& dir, const std::string& log) {
   int status = 0;
   waitpid(spawn(argv, dir, log), &status, 0);
@@ -473,8 +474,10 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   // One generator process per kernel, up to --jobs at once, each with a log of its own.
   std::vector<std::vector<std::string>> commands;
+  std::vector<const std::vector<std::string>*> job_targets;
   for (const Job& job : jobs) {
     const std::vector<std::string>& targets = job.role == "kernel_info" ? probe_targets : o.targets;
+    job_targets.push_back(&targets);
     std::vector<std::string> argv = {generator,
                                      "-g",
                                      job.generator,
@@ -502,10 +505,8 @@ int main(int argc, char** argv) {
   while (running.size() > 0 || (next < jobs.size() && failed == jobs.size())) {
     while (next < jobs.size() && failed == jobs.size() && running.size() < parallel) {
       if (!o.quiet) {
-        const std::vector<std::string>& targets =
-            jobs[next].role == "kernel_info" ? probe_targets : o.targets;
         std::cout << "[" << next + 1 << "/" << jobs.size() << "] " << jobs[next].file << " for "
-                  << join(targets, ", ") << std::endl;
+                  << join(*job_targets[next], ", ") << std::endl;
       }
       running[spawn(commands[next], out, job_log(next))] = next;
       ++next;
