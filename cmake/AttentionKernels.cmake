@@ -9,7 +9,7 @@
 # (Halide's multi-target), sharing one Halide runtime. The kernel is appended to the ATTENTION_KERNELS property of the target
 # attention_kernel_list, which the runtime library links and the package merges, and its generator,
 # parameters and targets are recorded there (ATTENTION_KERNEL_BUILDS) for the runtime's kernel table
-# (runtime/src/kernel_table.h). ASSEMBLY names a variable that receives the path of the
+# (runtime/src/kernels/kernel_table.h). ASSEMBLY names a variable that receives the path of the
 # kernel's assembly listing (Halide's ASSEMBLY output, emitted by the same generator run).
 
 # Most capable first; the last entry is the baseline every x86-64 CPU since ~2008 runs. Never "host":
@@ -226,7 +226,7 @@ endfunction()
 
 function(attention_kernel NAME)
   cmake_parse_arguments(PARSE_ARGV 1 ARG "" "ASSEMBLY;GENERATOR;AUTOSCHEDULER" "PARAMS;TARGETS")
-  # The library's kernels are attention::kernels::<name> (runtime/src/generated_kernels.h).
+  # The library's kernels are attention::kernels::<name> (runtime/src/kernels/generated_kernels.h).
   attention_halide_library(${NAME} ${ARGN} NAMESPACE attention::kernels)
   set_property(TARGET attention_kernel_list APPEND PROPERTY ATTENTION_KERNELS ${NAME})
   # What it was generated with, for the runtime's kernel table (runtime/CMakeLists.txt writes it

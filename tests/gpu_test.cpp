@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "gpu.h"
+#include "execute/gpu.h"
 #if ATTENTION_TEST_GPU_MODS
 #include "attention/mod_attention.h"
 #include "mod_document_mask_prefill.h"
@@ -23,8 +23,8 @@
 #include "mod_document_mask_ranges.h"
 #include "mod_document_mask_ranges_cuda.h"
 #endif
-#include "halide_view.h"
-#include "kernel_choice.h"
+#include "kernels/halide_view.h"
+#include "kernels/kernel_choice.h"
 #include "reference/sdpa_reference.h"
 #include "test_util.h"
 

@@ -2,7 +2,7 @@
 // against the reference conversions (every Float16 and BFloat16 value widened; special, boundary
 // and random values rounded), fp32 queries and outputs over a half KV cache (the native decode
 // kernels and the widening path), mixed types, the native bf16 prefill, and the errors.
-#include "half_precision.h"
+#include "execute/half_precision.h"
 
 #include <gtest/gtest.h>
 #if defined(__x86_64__)
@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "attention/attention.h"
-#include "kernel_table.h"
+#include "kernels/kernel_table.h"
 #include "reference/sdpa_reference.h"
 #include "test_util.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "attention/attention.h"
-#include "halide_view.h"
+#include "kernels/halide_view.h"
 #include "linear_f32.h"
 #include "test_util.h"
 

@@ -69,7 +69,7 @@ void expect_cases_match_reference() {
 // effect while neither kernel has run yet: true under ctest (one process per test). When the binary
 // runs all tests in one process, the later ones are skipped rather than passed silently.
 bool hook_reaches_both_kernels() {
-  for (int64_t queries : {1, 48}) {  // the decode and the prefill kernel (runtime/src/sdpa.cpp)
+  for (int64_t queries : {1, 48}) {  // the decode and the prefill kernel (runtime/src/plan/sdpa_plan.cpp)
     const int before = dispatch_queries.load();
     expect_sdpa_matches_reference(sdpa_case(1, 1, 1, queries, 5, 8, 8), seed_for_current_test());
     if (dispatch_queries.load() == before) return false;

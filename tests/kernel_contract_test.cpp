@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "attention/attention.h"
-#include "kernel_choice.h"
-#include "kernel_slots.h"
+#include "kernels/kernel_choice.h"
+#include "kernels/kernel_slots.h"
 
 namespace attention_test {
 namespace {

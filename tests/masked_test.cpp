@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "call/mask_args.h"
 #include "kernel_contract.h"
-#include "mask_args.h"
 #include "reference/sdpa_reference.h"
 #include "test_util.h"
 
@@ -145,7 +145,7 @@ TEST(MaskedSdpa, SplitKvDecodeMatchesReference) {
 }
 
 // Prefill with long key ranges: each query tile walks its keys in 2-3 splits here (512 keys at
-// most, see runtime/src/sdpa.cpp), so these check the per-tile combine, splits a mask leaves empty
+// most, see runtime/src/plan/sdpa_plan.cpp), so these check the per-tile combine, splits a mask leaves empty
 // for some tiles (causal, windows, key lengths) and splits skipped entirely.
 TEST(MaskedSdpa, PrefillKeySplitsMatchReference) {
   expect_every_mask_matches_reference(

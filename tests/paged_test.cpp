@@ -16,8 +16,8 @@
 #include <vector>
 
 #include "attention/attention.h"
-#include "kernel_choice.h"
-#include "kernel_table.h"
+#include "kernels/kernel_choice.h"
+#include "kernels/kernel_table.h"
 #include "random_cases.h"
 #include "reference/sdpa_reference.h"
 #include "test_util.h"

@@ -1,7 +1,7 @@
-// The SDPA and paged planners (runtime/src/plan/): tables of calls at and on both sides of each
-// candidate's thresholds with the plan each must get, explain_sdpa / explain_paged agreeing with
-// the planner and with the kernels the call really runs (recorded while it runs), and
-// ATTENTION_LOG_PLAN's line.
+// The SDPA and paged planners (runtime/src/plan/): tables of calls at and on both sides of
+// each candidate's thresholds with the plan each must get, explain_sdpa / explain_paged /
+// explain_mha agreeing with the planner and with the kernels the call really runs (recorded while
+// it runs), and ATTENTION_LOG_PLAN's line.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "attention/attention.h"
-#include "kernel_slots.h"
-#include "kernel_table.h"
+#include "kernels/kernel_slots.h"
+#include "kernels/kernel_table.h"
 #include "plan/sdpa_plan.h"
 #include "plan/thresholds.h"
 
@@ -432,7 +432,7 @@ std::vector<PagedPlanCase> paged_plan_cases() {
     o.mask.causal = Causal::BottomRight;
     o.mask.window = 20;
   };
-  const int64_t rows_keys = 128;  // paged.cpp's kDecodeRowsMinKeys: mean keys per sequence
+  const int64_t rows_keys = attention::detail::kDecodeRowsMinKeys;  // mean keys per sequence
   return {
       {"empty batch", 4, 4, 0, 16, 16, {}, {}, "nothing", ""},
       {"decode", 4, 2, 1, 64, 16, {90, 100}, {}, "kernel", " length_groups=1"},

@@ -9,9 +9,9 @@
 #include <limits>
 #include <sstream>
 
-#include "amx_prefill.h"
-#include "kernel_choice.h"
-#include "kernel_table.h"
+#include "execute/amx_prefill.h"
+#include "kernels/kernel_choice.h"
+#include "kernels/kernel_table.h"
 #include "reference/sdpa_reference.h"
 
 namespace attention_test {

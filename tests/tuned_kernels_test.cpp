@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "attention/attention.h"
-#include "kernel_slots.h"
+#include "kernels/kernel_slots.h"
 #include "test_util.h"
 
 namespace attention_test {

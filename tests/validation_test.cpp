@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "attention/attention.h"
-#include "halide_view.h"
+#include "kernels/halide_view.h"
 #include "reference/sdpa_reference.h"
 #include "test_util.h"
 

@@ -29,9 +29,9 @@
 #include <vector>
 
 #include "attention/attention.h"
-#include "halide_view.h"
+#include "call/mask_args.h"
 #include "kernel_contract.h"
-#include "mask_args.h"
+#include "kernels/halide_view.h"
 #include "sdpa_f32_masked_prefill.h"
 #include "sdpa_f32_prefill.h"
 

@@ -20,12 +20,30 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention/attention.h"
-#include "gpu.h"
+#include "execute/gpu.h"
+#include "kernels/kernel_table.h"
 
 namespace attention::detail {
+
+// The pool in the kernel's order, [num_blocks, block_size, Hkv, X] (Halide's (x, kv_head, slot,
+// block)): the other layout with its middle dimensions swapped.
+inline TensorView blocks_slots_heads(const TensorView& pool, PagedKvLayout layout) {
+  TensorView view = pool;
+  if (layout == PagedKvLayout::BlocksHeadsSlots) {
+    std::swap(view.shape[1], view.shape[2]);
+    std::swap(view.strides[1], view.strides[2]);
+  }
+  return view;
+}
+
+// Reads an Int32 element of a validated host view (the block table, the lengths).
+inline int64_t int_at(const TensorView& t, int64_t i, int64_t j = 0) {
+  return static_cast<const int32_t*>(t.data)[i * t.strides[0] + j * t.strides[1]];
+}
 
 struct PagedShape {
   int64_t B, H, Sq, D, Dv, Hkv, blocks, block_size, width;  // width: max_blocks_per_seq
@@ -54,7 +72,7 @@ struct PagedPlan {
   PagedShape shape{};      // of `cache`
   int64_t cut_blocks = 0;  // the window cut: the most blocks one sequence left behind (0: none)
   std::vector<int32_t> table, lengths;
-  int64_t rows_per_head = 0;       // RowsAsDecode: each head's rows padded to this
+  int64_t rows_per_head = 0;  // RowsAsDecode: each head's rows padded to this
   // Kernel: the sequences in groups of similar length (paged_length_groups), one call each.
   std::vector<std::vector<int64_t>> length_groups;
   std::vector<PagedChunk> chunks;  // Gpu
@@ -76,5 +94,13 @@ Status execute_paged(const PagedPlan& plan, const TensorView& q, const TensorVie
 
 // The shape of a valid cache (one a route built over checked memory), without checks.
 PagedShape paged_shape(const TensorView& q, const PagedKvCache& cache);
+
+// The CPU paged kernel of a call (plan_paged names it, execute_paged runs it).
+const KernelSlot<decltype(&sdpa_f32_paged_decode)>& paged_cpu_kernel(const PagedKvCache& cache,
+                                                                     const PagedShape& s);
+
+// A GPU call's chunks (query rows, and keys in the table), each within gpu.workspace_limit.
+Status plan_paged_chunks(const attention_contract::GpuTiling& t, const PagedShape& s,
+                         const GpuOptions& gpu, std::vector<PagedChunk>* chunks);
 
 }  // namespace attention::detail

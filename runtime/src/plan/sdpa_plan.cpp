@@ -10,11 +10,11 @@
 #include <cstring>
 #include <mutex>
 
-#include "amx_prefill.h"
-#include "half_precision.h"
-#include "kernel_choice.h"
-#include "mask_args.h"
-#include "tensor_util.h"
+#include "call/mask_args.h"
+#include "call/tensor_util.h"
+#include "execute/amx_prefill.h"
+#include "execute/half_precision.h"
+#include "kernels/kernel_choice.h"
 
 namespace attention::detail {
 

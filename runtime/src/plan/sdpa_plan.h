@@ -26,10 +26,10 @@
 #include <vector>
 
 #include "attention/attention.h"
-#include "gpu.h"
+#include "call/sdpa_call.h"
+#include "execute/gpu.h"
 #include "kernel_contract.h"
-#include "kernel_table.h"
-#include "sdpa_call.h"
+#include "kernels/kernel_table.h"
 
 namespace attention::detail {
 

@@ -30,4 +30,23 @@ inline constexpr int64_t kPairRowsMinKeys = 256;
 // Keys from which 5-8 rows of a head without GQA gain as the decode kernels' 8-row blocks.
 inline constexpr int64_t kWideRowsMinKeys = 128;
 
+// Paged calls (plan/paged_plan.cpp, execute/paged_execute.cpp).
+// Rows run as a paged decode call with the causal tail merged (rows-as-decode) from this many
+// keys per sequence on average (fewer: the call's extra parts cost more than the row blocks save).
+inline constexpr int64_t kDecodeRowsMinKeys = 128;
+// GQA decode over a heads-major pool on AVX2 runs through copies of each kv head's keys from
+// sequences this long (the paged kernel cannot prefetch v under its predicate; shorter ones are
+// read from cache and lose to the copy).
+inline constexpr int64_t kHeadsMajorCopyMinKeys = 2048;
+// CPU paged decode: key splits until about this many work items per thread (each item pays the
+// softmax and its split's output for every head, so on few cores fewer, longer splits win).
+inline constexpr int64_t kPagedItemsPerThread = 2;
+// The copied-keys route copies about this many bytes at once, whole kv heads (at least one per
+// thread): small enough for the attention call after it to read it from cache and for the
+// scratch allocator to keep it between calls.
+inline constexpr int64_t kCopyBytes = int64_t{8} << 20;
+// ... and at most this many where one kv head takes less (under the scratch allocator's largest
+// cached block, scratch_allocator.cpp; a bound on memory with many threads).
+inline constexpr int64_t kMaxCopyBytes = int64_t{32} << 20;
+
 }  // namespace attention::detail

@@ -1,0 +1,221 @@
+#include "execute/amx_prefill.h"
+
+#include <HalideRuntime.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "call/validate.h"
+#include "kernels/generated_kernels.h"
+#include "kernels/halide_view.h"
+#include "kernels/kernel_table.h"
+#if ATTENTION_AMX_PREFILL
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "sdpa_bf16_amx_prefill.h"
+#endif
+
+namespace attention::detail {
+namespace {
+
+// Keys per call at most: a work item keeps 32 rows of fp32 scores and fp32 and bf16 weights (10
+// bytes per key and row, 2.5 MiB at 8192 keys, about a core's L2). Longer calls take the vdpbf16ps
+// kernel, whose splits keep its scratch small.
+constexpr int64_t kAmxMaxKeys = 8192;
+
+#if ATTENTION_AMX_PREFILL
+// AMX-TILE and AMX-BF16 by CPUID (leaf 7, edx bits 24 and 22), then Linux's permission to use the
+// tile data (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)), which a process must ask for
+// before its first tile instruction; it holds for every thread of the process.
+bool cpu_grants_amx() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  if ((d & (1u << 22)) == 0 || (d & (1u << 24)) == 0) return false;
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+}
+#endif
+
+bool amx_enabled() {
+#if ATTENTION_AMX_PREFILL
+  static const bool enabled = [] {
+    const char* env = std::getenv("ATTENTION_CPU_AMX");
+    if (env != nullptr && std::strcmp(env, "0") == 0) return false;
+    return cpu_grants_amx();
+  }();
+  return enabled;
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
+const char* amx_prefill_kernel_name() { return "sdpa_bf16_amx_prefill"; }
+
+bool amx_prefill_serves(int64_t Sq, int64_t Sk, int64_t D, int64_t Dv) {
+  if (D % 32 != 0 || D <= 0 || Dv % 16 != 0 || Dv <= 0 || Sq < 32 || Sk < 1 || Sk > kAmxMaxKeys ||
+      !amx_enabled()) {
+    return false;
+  }
+  // An application's halide_set_custom_can_use_target_features (or ATTENTION_BENCH_ISA) that
+  // refuses Sapphire Rapids' features refuses AMX too.
+  constexpr int kWords = (halide_target_feature_end + 63) / 64;
+  uint64_t features[kWords] = {};
+  const int f = halide_target_feature_avx512_sapphirerapids;
+  features[f / 64] |= uint64_t(1) << (f % 64);
+  return halide_can_use_target_features(kWords, features) != 0;
+}
+
+bool amx_prefill_takes(const TensorView& q, const TensorView& k, const TensorView& v,
+                       const TensorView& out, const MaskOptions& mask, int64_t* causal_offset) {
+  const int64_t Sq = q.shape[2], Sk = k.shape[2];
+  // All BFloat16 and the native bf16 prefill allowed here (its ISA check); the mask comes below.
+  if (bf16_prefill_for(q.dtype, k.dtype, v.dtype, out.dtype, /*masked=*/false, Sq, Sk,
+                       q.shape[3]) == nullptr ||
+      q.strides[3] != 1 || k.strides[3] != 1 || v.strides[3] != 1 ||
+      !amx_prefill_serves(Sq, Sk, q.shape[3], v.shape[3])) {
+    return false;
+  }
+  if (mask.empty()) {
+    *causal_offset = kAmxNoCausal;
+    return true;
+  }
+  MaskOptions others = mask;
+  others.causal = Causal::None;
+  if (mask.causal == Causal::None || !others.empty()) return false;
+  if (mask.causal == Causal::BottomRight && Sq > Sk) return false;
+  // Hidden keys' values are multiplied by a weight of 0: refuse values that make that NaN.
+  for (int64_t b = 0; b < v.shape[0]; ++b) {
+    for (int64_t h = 0; h < v.shape[1]; ++h) {
+      for (int64_t j = 0; j < Sk; ++j) {
+        const auto* row = static_cast<const uint16_t*>(v.data) + b * v.strides[0] +
+                          h * v.strides[1] + j * v.strides[2];
+        for (int64_t c = 0; c < v.shape[3]; ++c) {
+          if ((row[c] & 0x7f80) == 0x7f80) return false;
+        }
+      }
+    }
+  }
+  *causal_offset = mask.causal == Causal::TopLeft ? 0 : Sk - Sq;
+  return true;
+}
+
+#if ATTENTION_AMX_PREFILL
+namespace {
+
+// Query rows per kernel call of a causal call: each call reads the keys its last row sees, so
+// smaller chunks skip more keys and cost more calls.
+constexpr int64_t kCausalChunkRows = 64;
+
+// One call's operands, shared by its tasks (one per batch and kv head).
+struct AmxCall {
+  const TensorView *q, *k, *v, *out32, *lse;
+  float scale;
+  int64_t causal_offset;  // kAmxNoCausal: none
+  std::mutex mutex;
+  Status status;  // the first failure
+};
+
+// A batch's kv head: its K and V packed into AMX's VNNI layout, then one kernel call per query
+// head of its group. kp(p, j, dp) = k(2 dp + p, j): pairs of features, a key per 32-bit word, as
+// tdpbf16ps's right operand takes them; vp(p, c, jp) = v(c, 2 jp + p): pairs of keys. Zeros past
+// Sk, to 32 keys.
+int run_kv_head(void* /*user_context*/, int task, uint8_t* closure) {
+  AmxCall& call = *reinterpret_cast<AmxCall*>(closure);
+  const TensorView &q = *call.q, &k = *call.k, &v = *call.v, &out32 = *call.out32, &lse = *call.lse;
+  const int64_t H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
+  const int64_t Hkv = k.shape[1], Sk = k.shape[2], Dv = v.shape[3];
+  const int64_t keys = (Sk + 31) / 32 * 32, group = H / Hkv;
+  const int64_t b = task / Hkv, hk = task % Hkv;
+  std::vector<uint16_t> kp(size_t(keys) * D, 0), vp(size_t(keys) * Dv, 0);
+  const uint16_t* kh = static_cast<const uint16_t*>(k.data) + b * k.strides[0] + hk * k.strides[1];
+  const uint16_t* vh = static_cast<const uint16_t*>(v.data) + b * v.strides[0] + hk * v.strides[1];
+  for (int64_t j = 0; j < Sk; ++j) {
+    const uint16_t* krow = kh + j * k.strides[2];
+    for (int64_t dp = 0; dp < D / 2; ++dp) {
+      std::memcpy(&kp[size_t((dp * keys + j) * 2)], krow + 2 * dp, 2 * sizeof(uint16_t));
+    }
+    const uint16_t* vrow = vh + j * v.strides[2];
+    uint16_t* vdst = &vp[size_t((j / 2) * Dv * 2 + (j % 2))];
+    for (int64_t c = 0; c < Dv; ++c) vdst[2 * c] = vrow[c];
+  }
+  // Rows [r0, r1) of query head h over the first `seen` keys (the packed buffers cropped to them,
+  // rounded up to 32).
+  const auto run_rows = [&](int64_t h, int64_t r0, int64_t r1, int64_t seen, int64_t offset) {
+    const int64_t cropped = (seen + 31) / 32 * 32;
+    HalideView hkp(
+        TensorView::strided(kp.data(), DType::BFloat16, {D / 2, cropped, 2}, {keys * 2, 2, 1}));
+    HalideView hvp(TensorView::contiguous(vp.data(), DType::BFloat16, {cropped / 2, Dv, 2}));
+    TensorView qh = q, oh = out32, lh = lse;
+    qh.data =
+        static_cast<uint16_t*>(q.data) + b * q.strides[0] + h * q.strides[1] + r0 * q.strides[2];
+    qh.rank = 2, qh.shape = {r1 - r0, D}, qh.strides = {q.strides[2], 1};
+    oh.data = static_cast<float*>(out32.data) + b * out32.strides[0] + h * out32.strides[1] +
+              r0 * out32.strides[2];
+    oh.rank = 2, oh.shape = {r1 - r0, Dv}, oh.strides = {out32.strides[2], out32.strides[3]};
+    lh.data = static_cast<float*>(lse.data) + b * lse.strides[0] + h * lse.strides[1] +
+              r0 * lse.strides[2];
+    lh.rank = 1, lh.shape = {r1 - r0}, lh.strides = {lse.strides[2]};
+    HalideView hq(qh), hout(oh), hlse(lh);
+    return run_kernel(amx_prefill_kernel_name(), sdpa_bf16_amx_prefill, hq.get(), hkp.get(),
+                      hvp.get(), call.scale, static_cast<int32_t>(seen),
+                      static_cast<int32_t>(offset), hout.get(), hlse.get());
+  };
+  for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+    Status status = Status::ok_status();
+    if (call.causal_offset == kAmxNoCausal) {
+      status = run_rows(h, 0, Sq, Sk, kAmxNoCausal);
+    } else {
+      // Chunks of kCausalChunkRows rows, a last one under 32 rows (a work item) merged into the
+      // one before; row r sees keys j <= r + offset, so a chunk reads min(Sk, r1 + offset) keys.
+      for (int64_t r0 = 0; r0 < Sq && status.ok();) {
+        int64_t r1 = std::min(Sq, r0 + kCausalChunkRows);
+        if (Sq - r1 < 32) r1 = Sq;
+        const int64_t seen = std::min(Sk, r1 + call.causal_offset);
+        status = run_rows(h, r0, r1, seen, r0 + call.causal_offset);
+        r0 = r1;
+      }
+    }
+    if (!status.ok()) {
+      const std::lock_guard<std::mutex> lock(call.mutex);
+      if (call.status.ok()) call.status = std::move(status);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+#endif
+
+Status run_amx_prefill(const TensorView& q, const TensorView& k, const TensorView& v,
+                       const TensorView& out32, const TensorView& lse, float scale,
+                       int64_t causal_offset) {
+#if ATTENTION_AMX_PREFILL
+  // Tasks over batches and kv heads, so that packing runs on every core and short calls still
+  // fill them; each kernel call is parallel over its query tiles too.
+  AmxCall call{&q, &k, &v, &out32, &lse, scale, causal_offset, {}, Status::ok_status()};
+  const int tasks = static_cast<int>(q.shape[0] * k.shape[1]);
+  const int code =
+      halide_do_par_for(nullptr, run_kv_head, 0, tasks, reinterpret_cast<uint8_t*>(&call));
+  if (!call.status.ok()) return call.status;
+  if (code != 0) {
+    return Status::error(
+        StatusCode::KernelFailure,
+        "internal: the AMX prefill's tasks failed (code " + std::to_string(code) + ")");
+  }
+  return Status::ok_status();
+#else
+  (void)q, (void)k, (void)v, (void)out32, (void)lse, (void)scale, (void)causal_offset;
+  return Status::error(StatusCode::Unsupported, "internal: this build has no AMX kernel");
+#endif
+}
+
+}  // namespace attention::detail
