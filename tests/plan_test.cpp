@@ -1,4 +1,4 @@
-// The SDPA and paged planners (runtime/src/plan/): tables of calls at and on both sides of
+// The SDPA, paged and MHA planners (runtime/src/plan/): tables of calls at and on both sides of
 // each candidate's thresholds with the plan each must get, explain_sdpa / explain_paged /
 // explain_mha agreeing with the planner and with the kernels the call really runs (recorded while
 // it runs), and ATTENTION_LOG_PLAN's line.
@@ -496,6 +496,124 @@ TEST(PagedPlan, ExplainRefusesWhatTheCallRefuses) {
   EXPECT_EQ(explained.message(), called.message());
   EXPECT_EQ(plan, "untouched");
   EXPECT_FALSE(attention::explain_paged(x.q, x.cache, x.out, {}, nullptr).ok());
+}
+
+// One multi_head_attention call's operands, owned: x_q [B, Sq, E] and x_kv [B, Sk, E] of `dtype`,
+// packed projection weights, out. Values are small and finite.
+struct MhaOperands {
+  MhaOperands(int64_t B, int64_t Sq, int64_t Sk, int64_t E, DType dtype) {
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> value(-0.5f, 0.5f);
+    const auto fill = [&](std::vector<float>& data, int64_t n) {
+      data.resize(static_cast<size_t>(n));
+      for (float& x : data) x = value(rng);
+    };
+    fill(x_q_data, B * Sq * E);
+    fill(x_kv_data, B * Sk * E);
+    fill(w_in, 3 * E * E);
+    fill(w_out, E * E);
+    out_data.assign(static_cast<size_t>(B * Sq * E), 0.0f);
+    if (dtype != DType::Float32) {  // half x_q and out (x_kv and the weights stay fp32)
+      half_q.resize(x_q_data.size());
+      half_out.resize(out_data.size());
+      TensorView from = TensorView::contiguous(x_q_data.data(), {B, Sq, E});
+      x_q = TensorView::contiguous(half_q.data(), dtype, {B, Sq, E});
+      EXPECT_TRUE(attention::convert_dtype(from, x_q).ok());
+      out = TensorView::contiguous(half_out.data(), dtype, {B, Sq, E});
+    } else {
+      x_q = TensorView::contiguous(x_q_data.data(), {B, Sq, E});
+      out = TensorView::contiguous(out_data.data(), {B, Sq, E});
+    }
+    x_kv = TensorView::contiguous(x_kv_data.data(), {B, Sk, E});
+    weights.in_proj_weight = TensorView::contiguous(w_in.data(), {3 * E, E});
+    weights.out_proj_weight = TensorView::contiguous(w_out.data(), {E, E});
+  }
+  std::vector<float> x_q_data, x_kv_data, w_in, w_out, out_data;
+  std::vector<uint16_t> half_q, half_out;
+  TensorView x_q, x_kv, out;
+  attention::MhaWeights weights;
+};
+
+struct MhaPlanCase {
+  const char* name;
+  int64_t B, Sq, Sk;
+  DType dtype;
+  std::function<void(attention::MhaOptions&, std::vector<float>&)> options;  // may be empty
+  std::string expected;  // the plan's start: route and kernel
+};
+
+// Every MHA candidate; explain_mha's plan, and the kernels the call records: the plan's kernel
+// first (after the conversions of a widened call), then the weights' kernels where asked for.
+TEST(MhaPlan, TableOfCandidatesAndRecordedKernels) {
+  const std::string plain = attention::mha_kernel_name(false),
+                    masked = attention::mha_kernel_name(true);
+  const auto causal = [](attention::MhaOptions& o, std::vector<float>&) {
+    o.mask.causal = Causal::BottomRight;
+  };
+  const auto weights = [](attention::MhaOptions& o, std::vector<float>& storage) {
+    storage.assign(2 * 4 * 5 * 7, -1.0f);
+    o.attention_weights = TensorView::contiguous(storage.data(), {2, 4, 5, 7});
+  };
+  const std::vector<MhaPlanCase> cases = {
+      {"no rows", 0, 5, 7, DType::Float32, {}, "nothing backend=cpu"},
+      {"plain", 2, 5, 7, DType::Float32, {}, "kernel backend=cpu kernel=" + plain},
+      {"causal", 2, 5, 7, DType::Float32, causal, "kernel backend=cpu kernel=" + masked},
+      // Bottom-right causal hides no key from one query row: the mask goes, the plain kernel runs.
+      {"causal decode", 2, 1, 7, DType::Float32, causal, "kernel backend=cpu kernel=" + plain},
+      {"no keys", 2, 5, 0, DType::Float32, {}, "no-keys backend=cpu"},
+      {"weights", 2, 5, 7, DType::Float32, weights,
+       "kernel backend=cpu kernel=" + plain + " attention_weights"},
+      {"half",
+       2,
+       5,
+       7,
+       DType::BFloat16,
+       {},
+       "widened backend=cpu then: kernel backend=cpu kernel=" + plain},
+  };
+  for (const MhaPlanCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    MhaOperands x(c.B, c.Sq, c.Sk, 16, c.dtype);
+    attention::MhaOptions options;
+    options.num_heads = 4;
+    std::vector<float> storage;
+    if (c.options) c.options(options, storage);
+    std::string plan;
+    const attention::Status explained =
+        attention::explain_mha(x.x_q, x.x_kv, x.weights, x.out, options, &plan);
+    ASSERT_TRUE(explained.ok()) << explained.message();
+    EXPECT_EQ(plan, c.expected);
+    std::vector<std::string> ran = recorded_kernels(
+        [&] { return attention::multi_head_attention(x.x_q, x.x_kv, x.weights, x.out, options); });
+    ran.erase(std::remove_if(ran.begin(), ran.end(),
+                             [](const std::string& n) { return n.rfind("convert_", 0) == 0; }),
+              ran.end());
+    const size_t at = plan.find(" kernel=");
+    if (at == std::string::npos) {
+      EXPECT_TRUE(ran.empty()) << plan;
+      continue;
+    }
+    ASSERT_FALSE(ran.empty()) << plan;
+    EXPECT_EQ(ran[0], plan.substr(at + 8, plan.find(' ', at + 8) - (at + 8)));
+    EXPECT_EQ(ran.size() > 1, plan.find("attention_weights") != std::string::npos) << plan;
+  }
+}
+
+// explain_mha checks as the call does: the same error, nothing planned.
+TEST(MhaPlan, ExplainRefusesWhatTheCallRefuses) {
+  MhaOperands x(2, 5, 7, 16, DType::Float32);
+  attention::MhaOptions options;
+  options.num_heads = 3;  // does not divide E = 16
+  std::string plan = "untouched";
+  const attention::Status explained =
+      attention::explain_mha(x.x_q, x.x_kv, x.weights, x.out, options, &plan);
+  const attention::Status called =
+      attention::multi_head_attention(x.x_q, x.x_kv, x.weights, x.out, options);
+  EXPECT_FALSE(explained.ok());
+  EXPECT_EQ(explained.message(), called.message());
+  EXPECT_EQ(plan, "untouched");
+  options.num_heads = 4;
+  EXPECT_FALSE(attention::explain_mha(x.x_q, x.x_kv, x.weights, x.out, options, nullptr).ok());
 }
 
 // ATTENTION_LOG_PLAN=1 (tests/CMakeLists.txt runs this test with it): the call's plan on stderr.

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 
 #include "attention/sdpa.h"
 #include "attention/tensor.h"
@@ -61,5 +62,12 @@ struct MhaOptions {
 Status multi_head_attention(const TensorView& x_q, const TensorView& x_kv,
                             const MhaWeights& weights, const TensorView& out,
                             const MhaOptions& options = {});
+
+// What multi_head_attention would run for these arguments, as one line (the route, backend and
+// kernel, e.g. "kernel backend=CPU kernel=mha_f32_masked"; "widened ... then: ..." for half
+// tensors), without running it. Checks the arguments exactly as the call does and returns the
+// same error where it would refuse them; `plan` is written only on success.
+Status explain_mha(const TensorView& x_q, const TensorView& x_kv, const MhaWeights& weights,
+                   const TensorView& out, const MhaOptions& options, std::string* plan);
 
 }  // namespace attention
