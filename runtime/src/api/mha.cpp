@@ -1,11 +1,7 @@
 // multi_head_attention and explain_mha: nn.MultiheadAttention's block, the call checked (shapes,
 // packed or separate projections, masks, outputs), planned (plan/mha_plan.h) and executed
 // (execute/mha_execute.cpp).
-#include <array>
-#include <cfloat>
 #include <cmath>
-#include <deque>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -14,13 +10,7 @@
 #include "call/mha_call.h"
 #include "call/tensor_util.h"
 #include "call/validate.h"
-#include "execute/attention_weights.h"
 #include "execute/gpu.h"
-#include "execute/half_precision.h"
-#include "execute/linear.h"
-#include "kernels/halide_view.h"
-#include "kernels/kernel_choice.h"
-#include "kernels/kernel_table.h"
 #include "plan/mha_plan.h"
 #include "plan/sdpa_plan.h"
 

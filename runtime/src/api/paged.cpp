@@ -1,29 +1,16 @@
 // paged_attention and explain_paged: the call checked (the cache, its table and lengths, the
 // options), planned (plan/paged_plan.h) and executed (execute/paged_execute.cpp).
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <deque>
-#include <limits>
 #include <string>
-#include <tuple>
-#include <utility>
 #include <vector>
 
 #include "attention/attention.h"
-#include "call/mask_args.h"
 #include "call/sdpa_call.h"
 #include "call/tensor_util.h"
 #include "call/validate.h"
 #include "execute/gpu.h"
-#include "execute/half_precision.h"
-#include "kernels/halide_view.h"
-#include "kernels/kernel_choice.h"
-#include "kernels/kernel_table.h"
 #include "plan/paged_plan.h"
 #include "plan/sdpa_plan.h"
-#include "plan/thresholds.h"
 
 namespace attention {
 namespace {

@@ -1,13 +1,6 @@
 // scaled_dot_product_attention and explain_sdpa: the call checked, planned (plan/sdpa_plan.h) and
 // executed (execute/sdpa_execute.cpp).
-#include <algorithm>
-#include <array>
 #include <cmath>
-#include <cstring>
-#include <deque>
-#include <limits>
-#include <tuple>
-#include <type_traits>
 #include <vector>
 
 #include "attention/attention.h"
@@ -16,10 +9,7 @@
 #include "call/sdpa_call.h"
 #include "call/tensor_util.h"
 #include "call/validate.h"
-#include "execute/amx_prefill.h"
 #include "execute/gpu.h"
-#include "execute/half_precision.h"
-#include "kernels/halide_view.h"
 #include "kernels/kernel_choice.h"
 #include "kernels/kernel_table.h"
 #include "plan/sdpa_plan.h"
