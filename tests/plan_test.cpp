@@ -322,6 +322,20 @@ TEST(SdpaPlan, TableOfCandidates) {
 
 // The half routes name the kernel table's half-KV decode and native bf16 prefill kernels, and
 // a widened call the fp32 kernel of its rest.
+// The bucket names the tuned lookup uses, made once, are the contract's for shapes at and beside
+// every bucket edge.
+TEST(SdpaPlan, CachedShapeBucketsAreTheContracts) {
+  using namespace attention_contract;
+  for (const int64_t Sq : {int64_t{1}, kDecodeMaxQueries, kDecodeMaxQueries + 1, kLongQueries - 1,
+                           kLongQueries, int64_t{5000}})
+    for (const int64_t Sk : {int64_t{1}, kLongKeys - 1, kLongKeys, int64_t{9999}})
+      for (const int64_t D : {int64_t{1}, kSmallHeadDim, kSmallHeadDim + 1, int64_t{256}})
+        for (const bool masked : {false, true})
+          EXPECT_EQ(attention::detail::shape_bucket_name(Sq, Sk, D, masked),
+                    shape_bucket(Sq, Sk, D, masked))
+              << Sq << " " << Sk << " " << D << " " << masked;
+}
+
 TEST(SdpaPlan, HalfRoutesNameTheirKernels) {
   {
     Operands x(1, 8, 8, 1, 300, 64, false, DType::Float32, DType::Float16);

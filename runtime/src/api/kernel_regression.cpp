@@ -44,7 +44,7 @@ Status check_args(const TensorView& q, const TensorView& k, const TensorView& v,
         "options.bandwidth: must be finite and > 0 with 1/bandwidth² finite in fp32, got " +
         std::to_string(h));
   }
-  std::vector<detail::NamedView> inputs = {{&q, "queries"}, {&k, "keys"}, {&v, "values"}};
+  detail::NamedViews inputs = {{&q, "queries"}, {&k, "keys"}, {&v, "values"}};
   ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(out, "out", inputs));
   inputs.insert(inputs.begin(), {&out, "out"});
   return detail::check_optional_output(options.log_weight_sum, "options.log_weight_sum", "[B, Sq]",

@@ -51,17 +51,21 @@ Status check_cache(const TensorView& q, const PagedKvCache& cache, Device device
   }
   s->block_shift = 0;
   while ((int64_t{1} << s->block_shift) < s->block_size) ++s->block_shift;
-  // The expected dims of a pool in the cache's layout (-1: any).
-  const auto pool_dims = [&](int64_t blocks, int64_t slots, int64_t heads, const char* feature,
-                             int64_t features) -> std::vector<detail::ExpectedDim> {
-    if (cache.layout == PagedKvLayout::BlocksSlotsHeads)
-      return {{"num_blocks", blocks}, {"block_size", slots}, {"Hkv", heads}, {feature, features}};
-    return {{"num_blocks", blocks}, {"Hkv", heads}, {"block_size", slots}, {feature, features}};
+  // A pool's dims in the cache's layout (-1: any).
+  const auto check_pool = [&](const TensorView& pool, const char* name, int64_t blocks,
+                              int64_t slots, int64_t heads, const char* feature, int64_t features) {
+    if (cache.layout == PagedKvLayout::BlocksSlotsHeads) {
+      return detail::check_shape(
+          pool, name,
+          {{"num_blocks", blocks}, {"block_size", slots}, {"Hkv", heads}, {feature, features}});
+    }
+    return detail::check_shape(
+        pool, name,
+        {{"num_blocks", blocks}, {"Hkv", heads}, {"block_size", slots}, {feature, features}});
   };
+  ATTENTION_RETURN_IF_ERROR(check_pool(cache.k, "cache.k", -1, -1, -1, "D", s->D));
   ATTENTION_RETURN_IF_ERROR(
-      detail::check_shape(cache.k, "cache.k", pool_dims(-1, -1, -1, "D", s->D)));
-  ATTENTION_RETURN_IF_ERROR(detail::check_shape(
-      cache.v, "cache.v", pool_dims(s->blocks, s->block_size, s->Hkv, "Dv", -1)));
+      check_pool(cache.v, "cache.v", s->blocks, s->block_size, s->Hkv, "Dv", -1));
   if (s->Dv == 0) {
     return Status::invalid("cache.v: head dim Dv must be >= 1, got shape " +
                            detail::shape_string(cache.v));
@@ -140,11 +144,11 @@ Status check_paged_options(const TensorView& q, const PagedKvCache& cache, const
 Status check_paged_call(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
                         const SdpaOptions& options, detail::Run* run, PagedShape* s) {
   // The cache's table and lengths are host tensors in every call (read by the checks).
-  const std::vector<detail::NamedView> tensors = {{&q, "q"},
-                                                  {&cache.k, "cache.k"},
-                                                  {&cache.v, "cache.v"},
-                                                  {&out, "out"},
-                                                  {&options.logsumexp, "logsumexp"}};
+  const detail::NamedViews tensors = {{&q, "q"},
+                                      {&cache.k, "cache.k"},
+                                      {&cache.v, "cache.v"},
+                                      {&out, "out"},
+                                      {&options.logsumexp, "logsumexp"}};
   ATTENTION_RETURN_IF_ERROR(detail::resolve_backend(options.backend, tensors, run));
   ATTENTION_RETURN_IF_ERROR(detail::check_cuda_stream(options.gpu, "gpu", *run));
   const Device device = detail::device_of(tensors);

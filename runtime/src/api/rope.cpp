@@ -109,7 +109,7 @@ Status rotate(Run run, const TensorView& x, const TensorView& out, const RopeArg
 
 Status apply_rotary_embedding(const TensorView& x, const TensorView& out,
                               const RopeOptions& options, const DeviceOptions& device) {
-  const std::vector<detail::NamedView> tensors = {{&x, "x"}, {&out, "out"}};
+  const detail::NamedViews tensors = {{&x, "x"}, {&out, "out"}};
   detail::Run run = detail::Run::CPU;
   ATTENTION_RETURN_IF_ERROR(detail::resolve_device_options(device, tensors, &run));
   const Device on = detail::device_of(tensors);

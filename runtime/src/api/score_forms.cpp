@@ -26,7 +26,7 @@ struct FormShape {
 // Dk must equal Dq (the dot form). `weights` are inputs out and logsumexp must not overlap.
 Status check_form_args(const TensorView& q, const TensorView& k, const TensorView& v,
                        const TensorView& out, const ScoreFormOptions& options, bool same_features,
-                       const std::vector<detail::NamedView>& weights, FormShape* shape) {
+                       const detail::NamedViews& weights, FormShape* shape) {
   ATTENTION_RETURN_IF_ERROR(
       detail::check_view(q, "q", 3, same_features ? "[B, Sq, D]" : "[B, Sq, Dq]"));
   ATTENTION_RETURN_IF_ERROR(
@@ -46,7 +46,7 @@ Status check_form_args(const TensorView& q, const TensorView& k, const TensorVie
   ATTENTION_RETURN_IF_ERROR(
       detail::check_shape(out, "out", {{"B", s.B}, {"Sq", s.Sq}, {"Dv", s.Dv}}));
   ATTENTION_RETURN_IF_ERROR(detail::check_mask(options.mask, s.B, 1, s.Sq, s.Sk));
-  std::vector<detail::NamedView> inputs = {{&q, "q"}, {&k, "k"}, {&v, "v"}};
+  detail::NamedViews inputs = {{&q, "q"}, {&k, "k"}, {&v, "v"}};
   inputs.insert(inputs.end(), weights.begin(), weights.end());
   detail::append_mask_views(options.mask, inputs);
   ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(out, "out", inputs));
@@ -139,11 +139,10 @@ Status additive_attention(const TensorView& q, const TensorView& k, const Tensor
                           const AdditiveWeights& weights, const TensorView& out,
                           const ScoreFormOptions& options) {
   FormShape s{};
-  const std::vector<detail::NamedView> weight_views = {
-      {&weights.query_weight, "weights.query_weight"},
-      {&weights.key_weight, "weights.key_weight"},
-      {&weights.score_weight, "weights.score_weight"},
-      {&weights.bias, "weights.bias"}};
+  const detail::NamedViews weight_views = {{&weights.query_weight, "weights.query_weight"},
+                                           {&weights.key_weight, "weights.key_weight"},
+                                           {&weights.score_weight, "weights.score_weight"},
+                                           {&weights.bias, "weights.bias"}};
   ATTENTION_RETURN_IF_ERROR(check_form_args(q, k, v, out, options, false, weight_views, &s));
   ATTENTION_RETURN_IF_ERROR(check_weight(weights.query_weight, "weights.query_weight", "[A, Dq]",
                                          {{"A", -1}, {"Dq", s.Dq}}));

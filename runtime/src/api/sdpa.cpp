@@ -47,8 +47,7 @@ Status check_sdpa_args(const TensorView& q, const TensorView& k, const TensorVie
 namespace detail {
 
 Status check_sdpa_outputs(const TensorView& out, const SdpaOptions& options, int64_t B, int64_t H,
-                          int64_t Sq, int64_t Sk, int64_t Dv, std::vector<NamedView> inputs,
-                          Device device) {
+                          int64_t Sq, int64_t Sk, int64_t Dv, NamedViews inputs, Device device) {
   ATTENTION_RETURN_IF_ERROR(check_shape(out, "out", {{"B", B}, {"H", H}, {"Sq", Sq}, {"Dv", Dv}}));
   if (options.scale && !std::isfinite(*options.scale)) {
     return Status::invalid("scale: must be finite, got " + std::to_string(*options.scale));
@@ -70,13 +69,13 @@ Status check_sdpa_call(const TensorView& q, const TensorView& k, const TensorVie
                        const TensorView& out, const SdpaOptions& options, Run* run) {
   const MaskOptions& m = options.mask;
   // Lengths and slopes are host tensors in every call (see check_mask).
-  const std::vector<NamedView> tensors = {{&q, "q"},
-                                          {&k, "k"},
-                                          {&v, "v"},
-                                          {&out, "out"},
-                                          {&options.logsumexp, "logsumexp"},
-                                          {&m.bool_mask, "mask.bool_mask"},
-                                          {&m.additive_mask, "mask.additive_mask"}};
+  const NamedViews tensors = {{&q, "q"},
+                              {&k, "k"},
+                              {&v, "v"},
+                              {&out, "out"},
+                              {&options.logsumexp, "logsumexp"},
+                              {&m.bool_mask, "mask.bool_mask"},
+                              {&m.additive_mask, "mask.additive_mask"}};
   ATTENTION_RETURN_IF_ERROR(resolve_backend(options.backend, tensors, run));
   ATTENTION_RETURN_IF_ERROR(check_cuda_stream(options.gpu, "gpu", *run));
   ATTENTION_RETURN_IF_ERROR(check_sdpa_args(q, k, v, out, options, device_of(tensors)));

@@ -16,7 +16,7 @@ namespace {
 // values X [B, Sk, D] and out [B, Sq, D] for a weight of Sq rows and Sk columns; `weights` are
 // inputs out must not overlap.
 Status check_values_and_out(const TensorView& values, const TensorView& out, int64_t Sq, int64_t Sk,
-                            std::vector<detail::NamedView> weights) {
+                            detail::NamedViews weights) {
   ATTENTION_RETURN_IF_ERROR(detail::check_view(values, "values", 3, "[B, Sk, D]"));
   ATTENTION_RETURN_IF_ERROR(detail::check_view(out, "out", 3, "[B, Sq, D]"));
   const int64_t B = values.shape[0], D = values.shape[2];

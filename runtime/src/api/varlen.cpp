@@ -103,7 +103,7 @@ Status scaled_dot_product_attention_varlen(const TensorView& q, const TensorView
   const MaskOptions& m = options.mask;
   // The packed tensors themselves; each sequence's call checks the rest (dtypes, D, GQA, masks).
   detail::Run run = detail::Run::CPU;
-  const std::vector<detail::NamedView> tensors = {
+  const detail::NamedViews tensors = {
       {&q, "q"}, {&k, "k"}, {&v, "v"}, {&out, "out"}, {&options.logsumexp, "logsumexp"}};
   ATTENTION_RETURN_IF_ERROR(detail::resolve_backend(options.backend, tensors, &run));
   ATTENTION_RETURN_IF_ERROR(detail::check_cuda_stream(options.gpu, "gpu", run));
@@ -140,7 +140,7 @@ Status scaled_dot_product_attention_varlen(const TensorView& q, const TensorView
                                                  /*first=*/0, /*last=*/-1, "rope.", &rope));
   }
   const bool lse_given = options.logsumexp.data != nullptr;
-  std::vector<detail::NamedView> inputs = {{&q, "q"}, {&k, "k"}, {&v, "v"}};
+  detail::NamedViews inputs = {{&q, "q"}, {&k, "k"}, {&v, "v"}};
   ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(out, "out", inputs));
   if (lse_given) {
     inputs.insert(inputs.begin(), {&out, "out"});

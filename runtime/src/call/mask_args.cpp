@@ -13,17 +13,16 @@ namespace {
 
 // ALiBi's default slopes (Press et al.): 2^(-8(h+1)/n) for n a power of two; otherwise those of
 // the largest power of two below H, then every other slope of twice that count.
-std::vector<float> default_alibi_slopes(int64_t H) {
-  auto geometric = [](int64_t n) {
-    std::vector<float> s(static_cast<size_t>(n));
-    for (int64_t h = 0; h < n; ++h) s[h] = static_cast<float>(std::exp2(-8.0 * (h + 1) / n));
-    return s;
+HeadSlopes default_alibi_slopes(int64_t H) {
+  const auto geometric = [](int64_t h, int64_t n) {
+    return static_cast<float>(std::exp2(-8.0 * (h + 1) / n));
   };
   int64_t n = 1;
   while (n * 2 <= H) n *= 2;
-  std::vector<float> slopes = geometric(n);
-  const std::vector<float> finer = geometric(2 * n);
-  for (int64_t h = 0; slopes.size() < static_cast<size_t>(H); h += 2) slopes.push_back(finer[h]);
+  HeadSlopes slopes;
+  for (int64_t h = 0; h < n; ++h) slopes.push_back(geometric(h, n));
+  for (int64_t h = 0; slopes.size() < static_cast<size_t>(H); h += 2)
+    slopes.push_back(geometric(h, 2 * n));
   return slopes;
 }
 
@@ -151,7 +150,7 @@ MaskOptions without_inert_pieces(const MaskOptions& m, int64_t B, int64_t Sq, in
   }
   const auto all_equal = [B](const TensorView& lengths, int64_t full) {
     if (lengths.data == nullptr) return false;
-    const std::vector<int32_t> values = lengths_or(lengths, B, full);
+    const BatchLengths values = lengths_or(lengths, B, full);
     return std::all_of(values.begin(), values.end(), [full](int32_t n) { return n == full; });
   };
   if (all_equal(m.key_lengths, Sk)) e.key_lengths = TensorView();
@@ -160,7 +159,7 @@ MaskOptions without_inert_pieces(const MaskOptions& m, int64_t B, int64_t Sq, in
 }
 
 MaskOptions mask_over_keys(const MaskOptions& m, int64_t B, int64_t Sk, int64_t begin, int64_t end,
-                           std::vector<int32_t>& lengths) {
+                           BatchLengths& lengths) {
   MaskOptions cut = m;
   if (m.key_lengths.data != nullptr) {
     lengths.clear();
@@ -173,7 +172,7 @@ MaskOptions mask_over_keys(const MaskOptions& m, int64_t B, int64_t Sk, int64_t 
   return cut;
 }
 
-void append_mask_views(const MaskOptions& m, std::vector<NamedView>& views) {
+void append_mask_views(const MaskOptions& m, NamedViews& views) {
   views.insert(views.end(), {{&m.key_lengths, "mask.key_lengths"},
                              {&m.query_lengths, "mask.query_lengths"},
                              {&m.bool_mask, "mask.bool_mask"},
@@ -181,8 +180,8 @@ void append_mask_views(const MaskOptions& m, std::vector<NamedView>& views) {
                              {&m.alibi_slopes, "mask.alibi_slopes"}});
 }
 
-std::vector<int32_t> lengths_or(const TensorView& lengths, int64_t B, int64_t full) {
-  std::vector<int32_t> out(static_cast<size_t>(B), static_cast<int32_t>(full));
+BatchLengths lengths_or(const TensorView& lengths, int64_t B, int64_t full) {
+  BatchLengths out(static_cast<size_t>(B), static_cast<int32_t>(full));
   if (lengths.data == nullptr) return out;
   for (int64_t b = 0; b < B; ++b) {
     out[b] = static_cast<const int32_t*>(lengths.data)[b * lengths.strides[0]];
@@ -190,10 +189,10 @@ std::vector<int32_t> lengths_or(const TensorView& lengths, int64_t B, int64_t fu
   return out;
 }
 
-std::vector<float> slopes_for(const MaskOptions& m, int64_t H) {
-  if (!m.alibi) return std::vector<float>(static_cast<size_t>(H), 0.0f);
+HeadSlopes slopes_for(const MaskOptions& m, int64_t H) {
+  if (!m.alibi) return HeadSlopes(static_cast<size_t>(H), 0.0f);
   if (m.alibi_slopes.data == nullptr) return default_alibi_slopes(H);
-  std::vector<float> slopes(static_cast<size_t>(H));
+  HeadSlopes slopes(static_cast<size_t>(H), 0.0f);
   for (int64_t h = 0; h < H; ++h) {
     slopes[h] = static_cast<const float*>(m.alibi_slopes.data)[h * m.alibi_slopes.strides[0]];
   }

@@ -4,13 +4,17 @@
 
 #include <cstdint>
 #include <tuple>
-#include <vector>
 
 #include "attention/attention.h"
+#include "call/small_vector.h"
 #include "call/validate.h"
 #include "kernels/halide_view.h"
 
 namespace attention::detail {
+
+// Per-batch lengths and per-head slopes, inline for the batch and head counts of common calls.
+using BatchLengths = SmallVector<int32_t, 64>;
+using HeadSlopes = SmallVector<float, 128>;
 
 // Every field of `m` against a call of B batches, H query heads, Sq queries and Sk keys; the error
 // names the field (mask.key_lengths[1] = 9 is outside [0, Sk=8]). The mask tensors must be on
@@ -33,23 +37,23 @@ MaskOptions without_inert_pieces(const MaskOptions& m, int64_t B, int64_t Sq, in
 // [begin, end): key lengths shifted and clamped into `lengths` (which the result points to), mask
 // tensors cut alike. The caller keeps the diagonals right (bottom-right ones follow the keys' end).
 MaskOptions mask_over_keys(const MaskOptions& m, int64_t B, int64_t Sk, int64_t begin, int64_t end,
-                           std::vector<int32_t>& lengths);
+                           BatchLengths& lengths);
 
 // Unsupported, "<field>: <reason>", when `m` holds a mask tensor (bool_mask or additive_mask): for
 // entry points whose layout gives those tensors no shape.
 Status refuse_mask_tensors(const MaskOptions& m, const char* reason);
 
 // Appends the mask's input views (for the checks that outputs overlap no input).
-void append_mask_views(const MaskOptions& m, std::vector<NamedView>& views);
+void append_mask_views(const MaskOptions& m, NamedViews& views);
 
 // The B lengths of a validated Int32 lengths view (key_lengths, query_lengths), or `full` for each
 // batch when it is absent.
-std::vector<int32_t> lengths_or(const TensorView& lengths, int64_t B, int64_t full);
+BatchLengths lengths_or(const TensorView& lengths, int64_t B, int64_t full);
 
 // ALiBi's slope per query head of a validated `m` with H heads: alibi_slopes, or the standard
 // geometric slopes when it is empty; zeros without ALiBi. A call over some of the heads passes
 // its share of these (the standard slopes depend on H).
-std::vector<float> slopes_for(const MaskOptions& m, int64_t H);
+HeadSlopes slopes_for(const MaskOptions& m, int64_t H);
 
 // The masked kernels' mask arguments for a validated `m`: neutral values for absent pieces,
 // lengths and slopes copied into owned buffers. Lives until the kernel call returns.
@@ -88,8 +92,8 @@ class MaskArgs {
   float softcap;
 
  private:
-  std::vector<int32_t> key_lengths_, query_lengths_;
-  std::vector<float> slopes_;
+  BatchLengths key_lengths_, query_lengths_;
+  HeadSlopes slopes_;
   HalideView key_lengths_view_, query_lengths_view_, bool_mask_view_, additive_mask_view_,
       slopes_view_;
 };

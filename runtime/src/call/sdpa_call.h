@@ -96,7 +96,7 @@ void merge_parts(const TensorView& out1, const TensorView& lse1, const TensorVie
 // the scale, the GPU options, the masks against Sk keys, no output overlapping `inputs` (the
 // mask views are added) and logsumexp [B, H, Sq].
 Status check_sdpa_outputs(const TensorView& out, const SdpaOptions& options, int64_t B, int64_t H,
-                          int64_t Sq, int64_t Sk, int64_t Dv, std::vector<NamedView> inputs,
+                          int64_t Sq, int64_t Sk, int64_t Dv, NamedViews inputs,
                           Device device = Device::CPU);
 
 }  // namespace attention::detail

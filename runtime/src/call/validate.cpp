@@ -71,60 +71,75 @@ Status check_float_view(const TensorView& t, const char* name, int rank, const c
 
 Status check_view(const TensorView& t, const char* name, int rank, const char* layout, DType dtype,
                   bool any_strides, Device device) {
-  const std::string arg = std::string(name) + ": ";
+  // The argument's name, made only for an error (a call's checks allocate nothing).
+  const auto arg = [name] { return std::string(name) + ": "; };
   if (t.rank != rank) {
-    return Status::invalid(arg + "expected a rank-" + std::to_string(rank) + " tensor " + layout +
+    return Status::invalid(arg() + "expected a rank-" + std::to_string(rank) + " tensor " + layout +
                            ", got rank " + std::to_string(t.rank));
   }
   if (t.dtype != dtype) {
-    return Status::invalid(arg + "expected dtype " + dtype_name(dtype) + ", got " +
+    return Status::invalid(arg() + "expected dtype " + dtype_name(dtype) + ", got " +
                            dtype_name(t.dtype));
   }
   if (t.device != device) {
-    return Status::invalid(
-        arg + (device == Device::CPU ? "expected a CPU tensor" : "expected a Device::CUDA tensor"));
+    return Status::invalid(arg() + (device == Device::CPU ? "expected a CPU tensor"
+                                                          : "expected a Device::CUDA tensor"));
   }
   for (int d = 0; d < rank; ++d) {
     if (t.shape[d] < 0) {
-      return Status::invalid(arg + "negative size in shape " + shape_string(t) + " " + layout);
+      return Status::invalid(arg() + "negative size in shape " + shape_string(t) + " " + layout);
     }
   }
   if (t.numel() == 0) return Status::ok_status();
   if (t.data == nullptr) {
-    return Status::invalid(arg + "data is null for a non-empty tensor " + shape_string(t));
+    return Status::invalid(arg() + "data is null for a non-empty tensor " + shape_string(t));
   }
   if (!any_strides && t.strides[rank - 1] != 1) {
-    return Status::invalid(arg + "innermost dimension must be contiguous (stride 1), got stride " +
+    return Status::invalid(arg() +
+                           "innermost dimension must be contiguous (stride 1), got stride " +
                            std::to_string(t.strides[rank - 1]));
   }
   for (int d = 0; d < rank; ++d) {
     if (t.shape[d] > kMaxInt32 || std::abs(t.strides[d]) > kMaxInt32) {
-      return Status::invalid(arg + "sizes and strides must fit in int32, got shape " +
+      return Status::invalid(arg() + "sizes and strides must fit in int32, got shape " +
                              shape_string(t));
     }
   }
   const Span span = element_span(t);
   if ((span.hi - span.lo) * dtype_size(dtype) > kMaxInt32) {
-    return Status::invalid(arg + "spans more than 2 GiB; the kernels index with 32 bits");
+    return Status::invalid(arg() + "spans more than 2 GiB; the kernels index with 32 bits");
   }
   return Status::ok_status();
 }
 
-Status check_shape(const TensorView& t, const char* name,
-                   const std::vector<ExpectedDim>& expected) {
+namespace {
+
+Status check_dims(const TensorView& t, const char* name, const ExpectedDim* expected, size_t n) {
   bool match = true;
+  for (size_t d = 0; d < n; ++d) {
+    match = match && (expected[d].extent < 0 || t.shape[d] == expected[d].extent);
+  }
+  if (match) return Status::ok_status();  // no message built: a call's checks allocate nothing
   std::string want = "[";
-  for (size_t d = 0; d < expected.size(); ++d) {
+  for (size_t d = 0; d < n; ++d) {
     want += d ? ", " : "";
     want += expected[d].name;
-    if (expected[d].extent >= 0) {
-      want += "=" + std::to_string(expected[d].extent);
-      match = match && t.shape[d] == expected[d].extent;
-    }
+    if (expected[d].extent >= 0) want += "=" + std::to_string(expected[d].extent);
   }
-  if (match) return Status::ok_status();
   return Status::invalid(std::string(name) + ": expected shape " + want + "], got " +
                          shape_string(t));
+}
+
+}  // namespace
+
+Status check_shape(const TensorView& t, const char* name,
+                   std::initializer_list<ExpectedDim> expected) {
+  return check_dims(t, name, expected.begin(), expected.size());
+}
+
+Status check_shape(const TensorView& t, const char* name,
+                   const std::vector<ExpectedDim>& expected) {
+  return check_dims(t, name, expected.data(), expected.size());
 }
 
 Status check_disjoint(const TensorView& out, const char* out_name, const TensorView& in,
@@ -146,15 +161,16 @@ Status check_disjoint(const TensorView& out, const char* out_name, const TensorV
 
 Status check_no_self_overlap(const TensorView& out, const char* name) {
   if (out.numel() == 0) return Status::ok_status();
-  std::vector<int> dims;
+  int dims[kMaxRank], count = 0;
   for (int d = 0; d < out.rank; ++d) {
-    if (out.shape[d] > 1) dims.push_back(d);
+    if (out.shape[d] > 1) dims[count++] = d;
   }
-  std::sort(dims.begin(), dims.end(),
+  std::sort(dims, dims + count,
             [&](int a, int b) { return std::abs(out.strides[a]) < std::abs(out.strides[b]); });
   // Sufficient condition: each stride steps past everything the inner dimensions span.
   int64_t inner_span = 0;
-  for (int d : dims) {
+  for (int i = 0; i < count; ++i) {
+    const int d = dims[i];
     if (std::abs(out.strides[d]) <= inner_span) {
       return Status::invalid(std::string(name) +
                              ": strides make distinct elements share memory (stride " +
@@ -166,8 +182,7 @@ Status check_no_self_overlap(const TensorView& out, const char* name) {
   return Status::ok_status();
 }
 
-Status check_output_memory(const TensorView& out, const char* name,
-                           const std::vector<NamedView>& others) {
+Status check_output_memory(const TensorView& out, const char* name, const NamedViews& others) {
   ATTENTION_RETURN_IF_ERROR(check_no_self_overlap(out, name));
   for (const NamedView& other : others) {
     ATTENTION_RETURN_IF_ERROR(check_disjoint(out, name, *other.view, other.name));
@@ -183,8 +198,8 @@ Status check_gpu_options(const GpuOptions& gpu, const char* name) {
 }
 
 Status check_optional_output(const TensorView& t, const char* name, const char* layout,
-                             const std::vector<ExpectedDim>& extents,
-                             const std::vector<NamedView>& others, Device device) {
+                             std::initializer_list<ExpectedDim> extents, const NamedViews& others,
+                             Device device) {
   if (!given(t)) return Status::ok_status();
   ATTENTION_RETURN_IF_ERROR(check_view(t, name, static_cast<int>(extents.size()), layout,
                                        DType::Float32, /*any_strides=*/false, device));

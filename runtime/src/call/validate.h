@@ -1,6 +1,9 @@
 // Argument checks shared by every entry point. Each returns an error naming the argument.
 #pragma once
 
+#include <cstdlib>
+#include <initializer_list>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -43,6 +46,8 @@ struct ExpectedDim {
   const char* name;
   int64_t extent;  // -1: not constrained
 };
+Status check_shape(const TensorView& t, const char* name,
+                   std::initializer_list<ExpectedDim> expected);
 Status check_shape(const TensorView& t, const char* name, const std::vector<ExpectedDim>& expected);
 
 // Neither view's memory range intersects the other's (empty views never overlap).
@@ -57,8 +62,39 @@ struct NamedView {
   const TensorView* view;
   const char* name;
 };
-Status check_output_memory(const TensorView& out, const char* name,
-                           const std::vector<NamedView>& others);
+// A call's named views, held inline: the checks of a call allocate nothing
+// (tests/allocation_test.cpp). At most kCapacity (every entry point names fewer).
+class NamedViews {
+ public:
+  static constexpr int kCapacity = 32;
+  NamedViews() = default;
+  NamedViews(std::initializer_list<NamedView> views) { insert(end(), views.begin(), views.end()); }
+  const NamedView* begin() const { return views_; }
+  const NamedView* end() const { return views_ + size_; }
+  NamedView* begin() { return views_; }
+  NamedView* end() { return views_ + size_; }
+  int size() const { return size_; }
+  const NamedView& operator[](int i) const { return views_[i]; }
+  void push_back(const NamedView& view) { insert(end(), &view, &view + 1); }
+  void insert(NamedView* at, const NamedView& view) { insert(at, &view, &view + 1); }
+  void insert(NamedView* at, std::initializer_list<NamedView> views) {
+    insert(at, views.begin(), views.end());
+  }
+  template <typename It>
+  void insert(NamedView* at, It first, It last) {
+    const int n = static_cast<int>(std::distance(first, last)),
+              from = static_cast<int>(at - views_);
+    if (size_ + n > kCapacity) std::abort();  // a programming error: raise kCapacity
+    for (int i = size_ - 1; i >= from; --i) views_[i + n] = views_[i];
+    for (int i = 0; first != last; ++first, ++i) views_[from + i] = *first;
+    size_ += n;
+  }
+
+ private:
+  NamedView views_[kCapacity] = {};
+  int size_ = 0;
+};
+Status check_output_memory(const TensorView& out, const char* name, const NamedViews& others);
 
 // Whether an optional view was given: any data or a rank. A half-filled view is then checked (and
 // rejected), never silently skipped.
@@ -79,7 +115,7 @@ Status check_gpu_options(const GpuOptions& gpu, const char* name);
 // An optional output, when given: a view of rank extents.size() named by `layout`, those extents,
 // and no overlap with itself or `others`.
 Status check_optional_output(const TensorView& t, const char* name, const char* layout,
-                             const std::vector<ExpectedDim>& extents,
-                             const std::vector<NamedView>& others, Device device = Device::CPU);
+                             std::initializer_list<ExpectedDim> extents, const NamedViews& others,
+                             Device device = Device::CPU);
 
 }  // namespace attention::detail

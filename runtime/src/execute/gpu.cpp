@@ -148,14 +148,14 @@ int release_cuda_context(void* user_context) {
 
 }  // namespace
 
-Device device_of(const std::vector<NamedView>& tensors) {
+Device device_of(const NamedViews& tensors) {
   for (const NamedView& t : tensors) {
     if (given(*t.view)) return t.view->device;
   }
   return Device::CPU;
 }
 
-Status resolve_backend(Backend backend, const std::vector<NamedView>& tensors, Run* run) {
+Status resolve_backend(Backend backend, const NamedViews& tensors, Run* run) {
   // Absent optional views (no data, no rank) carry no device.
   const NamedView* first = nullptr;
   for (const NamedView& t : tensors) {
@@ -231,8 +231,7 @@ Status check_cuda_stream(const GpuOptions& gpu, const char* name, Run run) {
                          " backend (a CUDA stream orders Backend::CUDA calls only)");
 }
 
-Status resolve_device_options(const DeviceOptions& device, const std::vector<NamedView>& tensors,
-                              Run* run) {
+Status resolve_device_options(const DeviceOptions& device, const NamedViews& tensors, Run* run) {
   ATTENTION_RETURN_IF_ERROR(resolve_backend(device.backend, tensors, run));
   return check_cuda_stream(device.gpu, "device.gpu", *run);
 }
@@ -286,7 +285,7 @@ bool gqa_rows(const TensorView& q, const TensorView& out, const TensorView& lse,
   return true;
 }
 
-Status check_gpu_strides(const std::vector<NamedView>& tensors) {
+Status check_gpu_strides(const NamedViews& tensors) {
   for (const NamedView& t : tensors) {
     if (!given(*t.view)) continue;
     for (int d = 0; d < t.view->rank; ++d) {

@@ -21,11 +21,11 @@ enum class Run { CPU, CUDA, OpenCL };
 
 // The device of a call's tensors, which resolve_backend found to be one: the first given view's
 // (CPU when none is given). Run::CUDA takes host tensors too, copied to the GPU and back.
-Device device_of(const std::vector<NamedView>& tensors);
+Device device_of(const NamedViews& tensors);
 
 // Resolves options.backend against the tensors of a call (`tensors`: every view given, inputs and
 // outputs, named): all on one device, a backend that reads that device, and available here.
-Status resolve_backend(Backend backend, const std::vector<NamedView>& tensors, Run* run);
+Status resolve_backend(Backend backend, const NamedViews& tensors, Run* run);
 
 // gpu.cuda_stream (`name`: how the caller spells the options) is for CUDA calls only.
 Status check_cuda_stream(const GpuOptions& gpu, const char* name, Run run);
@@ -33,8 +33,7 @@ Status check_cuda_stream(const GpuOptions& gpu, const char* name, Run run);
 // The backend a tensor utility (convert_dtype, apply_rotary_embedding) runs on for its `tensors`
 // and DeviceOptions `device` (the parameter's name in errors): resolve_backend, then a stream
 // only for CUDA.
-Status resolve_device_options(const DeviceOptions& device, const std::vector<NamedView>& tensors,
-                              Run* run);
+Status resolve_device_options(const DeviceOptions& device, const NamedViews& tensors, Run* run);
 
 // The CUstream Halide's CUDA runtime queues a call's work on: the KernelCall's for a call of this
 // library (our hook, installed with the context hooks), else what the previous hook says.
@@ -77,7 +76,7 @@ Status run_cpu_decode(bool decode_tiling, const TensorView& q, int64_t Hkv, cons
 
 // Halide's device copies and wrapped device pointers need non-negative strides (its OpenCL and
 // CUDA runtimes abort otherwise): a GPU call with a reversed dimension is refused up front.
-Status check_gpu_strides(const std::vector<NamedView>& tensors);
+Status check_gpu_strides(const NamedViews& tensors);
 
 // The buffers of one GPU kernel call. Small host inputs (block tables, lengths, slopes, the
 // neutral masks' one element: kStagedInputBytes at most) go to the device together, in one

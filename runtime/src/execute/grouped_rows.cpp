@@ -1,6 +1,7 @@
 // GQA calls of a few query rows (speculative decoding's draft tokens, short prefill chunks) as one
 // head's rows of each kv head: see run_grouped_query_rows in sdpa_call.h.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -133,8 +134,8 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
   // [B, H, Sq, X] tensor is that [B, Hkv, group·Sq, X] one.
   // As a decode call: the same memory as [B, H·R, 1, X], R query heads per kv head.
   const auto as_rows = [&](const TensorView& dense) {
-    const std::vector<int64_t> rows =
-        decode_rows ? std::vector<int64_t>{B, H * R, 1} : std::vector<int64_t>{B, Hkv, group * Sq};
+    const std::array<int64_t, 3> rows = decode_rows ? std::array<int64_t, 3>{B, H * R, 1}
+                                                    : std::array<int64_t, 3>{B, Hkv, group * Sq};
     return dense.rank == 4
                ? TensorView::contiguous(dense.data, DType::Float32,
                                         {rows[0], rows[1], rows[2], dense.shape[3]})
@@ -155,7 +156,7 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
   // [0, head_keys) each row's from i + head_keys - Sq on, which is bottom-right with a window of 0
   // and a forward reach past them. Key lengths cut each part where they cut the whole.
   const int64_t prefix_end = bottom_right ? Sk - Sq + 1 : Sk;
-  const auto part_options = [&](int64_t begin, int64_t end, std::vector<int32_t>& lengths,
+  const auto part_options = [&](int64_t begin, int64_t end, BatchLengths& lengths,
                                 const TensorView& lse) {
     SdpaOptions part = options;
     part.backend = Backend::CPU;
@@ -163,7 +164,7 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
     part.logsumexp = lse;
     return part;
   };
-  std::vector<int32_t> prefix_lengths;
+  BatchLengths prefix_lengths;
   SdpaOptions prefix_options =
       part_options(head_keys, prefix_end, prefix_lengths, as_rows(prefix_rows_lse));
   prefix_options.mask.causal = Causal::None;  // the prefix is every row's
@@ -188,7 +189,7 @@ Status run_grouped_query_rows(const TensorView& q, const TensorView& k, const Te
   copy(prefix_out, out32);
   copy(prefix_lse, lse);
   const auto merge_part = [&](int64_t begin, int64_t end, const MaskOptions& mask) -> Status {
-    std::vector<int32_t> lengths;
+    BatchLengths lengths;
     SdpaOptions part = part_options(begin, end, lengths, part_lse);
     part.mask.causal = Causal::BottomRight;
     part.mask.window = mask.window;

@@ -3,6 +3,7 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "convert_bf16_to_f32.h"
@@ -92,6 +93,15 @@ Status allocate_fp32(std::initializer_list<int64_t> shape, ScratchFloats& storag
   return allocate_fp32(TensorView::contiguous(nullptr, shape), storage, view);
 }
 
+Status stats_or_scratch(const TensorView& requested, std::initializer_list<int64_t> shape,
+                        ScratchFloats& storage, TensorView* stats) {
+  if (requested.data != nullptr) {
+    *stats = requested;
+    return Status::ok_status();
+  }
+  return allocate_fp32(shape, storage, stats);
+}
+
 Status convert(const TensorView& from, const TensorView& to) {
   if (from.numel() == 0) return Status::ok_status();
   HalideView in(as_rank4(from)), out(as_rank4(to));
@@ -152,9 +162,13 @@ Status convert_on_gpu(Run run, const TensorView& from, const TensorView& to, voi
 }
 
 Status HostFp32Scratch::widen(const TensorView& t, TensorView* fp32) {
-  Fp32Input& input = inputs_.emplace_back();
+  Fp32Input input;
   ATTENTION_RETURN_IF_ERROR(input.widen(t));
   *fp32 = input.view();
+  if (!input.holds_copy()) return Status::ok_status();
+  if (used_ == inputs_.size())
+    return Status::error(StatusCode::KernelFailure, "internal: too many fp32 copies in one call");
+  inputs_[used_++] = std::move(input);  // the copy's storage moves, its address stays
   return Status::ok_status();
 }
 
@@ -256,7 +270,7 @@ Status convert_dtype(const TensorView& from, const TensorView& to, const DeviceO
     return Status::invalid("from: expected a tensor of rank 1 to 4, got rank " +
                            std::to_string(from.rank));
   }
-  const std::vector<detail::NamedView> tensors = {{&from, "from"}, {&to, "to"}};
+  const detail::NamedViews tensors = {{&from, "from"}, {&to, "to"}};
   detail::Run run = detail::Run::CPU;
   ATTENTION_RETURN_IF_ERROR(detail::resolve_device_options(device, tensors, &run));
   const Device on = detail::device_of(tensors);

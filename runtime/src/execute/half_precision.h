@@ -5,7 +5,8 @@
 
 #include <HalideRuntime.h>
 
-#include <deque>
+#include <array>
+#include <cstddef>
 #include <memory>
 
 #include "attention/attention.h"
@@ -32,6 +33,12 @@ Status allocate_fp32(const TensorView& t, ScratchFloats& storage, TensorView* vi
 Status allocate_fp32(std::initializer_list<int64_t> shape, ScratchFloats& storage,
                      TensorView* view);
 
+// `requested` (a caller's logsumexp) where it holds data, else dense fp32 scratch of `shape` in
+// `storage` (from halide_malloc's per-thread cache: a steady-state call allocates nothing), or
+// OutOfMemory.
+Status stats_or_scratch(const TensorView& requested, std::initializer_list<int64_t> shape,
+                        ScratchFloats& storage, TensorView* stats);
+
 // Converts `from` into `to` (same shape, rank <= 4, any strides with a contiguous innermost dim),
 // between Float32 and a half type in either direction. Both must be validated CPU views.
 Status convert(const TensorView& from, const TensorView& to);
@@ -47,6 +54,7 @@ class Fp32Input {
  public:
   Status widen(const TensorView& t);
   const TensorView& view() const { return view_; }
+  bool holds_copy() const { return storage_ != nullptr; }
 
  private:
   TensorView view_;
@@ -76,7 +84,10 @@ class HostFp32Scratch {
   Status finish(const TensorView& fp32, const TensorView& out) const;
 
  private:
-  std::deque<Fp32Input> inputs_;
+  // The copies, in place rather than in a std::deque (whose empty state already allocates): at
+  // most one per half operand (MHA: both inputs, every weight and bias, the additive mask).
+  std::array<Fp32Input, 16> inputs_;
+  size_t used_ = 0;
   Fp32Output output_;
 };
 

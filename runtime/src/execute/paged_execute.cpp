@@ -100,8 +100,9 @@ Status run_paged_cpu(const TensorView& q, const PagedKvCache& cache, const Tenso
     const int64_t H = call_q.shape[1], Sq = call_q.shape[2];
     detail::MaskArgs mask(m, s.B, H, Sq, s.width * s.block_size);
     mask.diag_offset = 0;
-    std::vector<float> lse_scratch;
-    const TensorView lse = detail::stats_or_scratch(call_lse, {s.B, H, Sq}, lse_scratch);
+    detail::ScratchFloats lse_scratch;
+    TensorView lse;
+    ATTENTION_RETURN_IF_ERROR(detail::stats_or_scratch(call_lse, {s.B, H, Sq}, lse_scratch, &lse));
     detail::HalideView hq(call_q), hout(call_out), hlse(lse, detail::RowStats{call_out.shape[3]});
     return detail::run_kernel_parts(
         kernel.name, kernel.fn, std::tuple(hq.get(), hk.get(), hv.get(), scale),
@@ -292,7 +293,7 @@ Status run_paged_prefill_cpu(const TensorView& q, const PagedKvCache& cache, con
   }
   const bool query_lengths = detail::given(options.mask.query_lengths);
   const bool lse_given = detail::given(options.logsumexp);
-  std::vector<float> slopes = detail::slopes_for(options.mask, s.H);
+  detail::HeadSlopes slopes = detail::slopes_for(options.mask, s.H);
   for (int64_t b = 0; b < s.B; ++b) {
     const int64_t keys = int_at(cache.seq_lens, b);
     const int64_t rows = query_lengths ? int_at(options.mask.query_lengths, b) : s.Sq;
@@ -511,7 +512,7 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
     for (int64_t n = 0; n < width; ++n)
       table[static_cast<size_t>(b * width + n)] = static_cast<int32_t>(b * stride_blocks + n);
   }
-  std::vector<int32_t> lengths = lengths_or(m.key_lengths, B, Sk);
+  BatchLengths lengths = lengths_or(m.key_lengths, B, Sk);
   const auto pool = [&](const TensorView& t) {
     return TensorView::strided(t.data, t.dtype, {blocks, block, Hkv, t.shape[3]},
                                {block * t.strides[2], t.strides[2], t.strides[1], 1});

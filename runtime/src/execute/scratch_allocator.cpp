@@ -16,10 +16,10 @@ constexpr size_t kAlignment = 64;
 // A header in front of each block remembers its capacity (Halide's free passes only the pointer).
 constexpr size_t kHeader = kAlignment;
 // A work item holds up to six buffers at once, a half-precision call four fp32 copies of its
-// tensors; only the large ones are worth keeping (glibc serves small blocks from its arenas
-// without page faults).
-constexpr int kMaxCachedBlocks = 12;
-constexpr size_t kMinCachedBytes = size_t(64) << 10;
+// tensors, and a route's parts their own: small blocks are kept too, so a call in steady state
+// reaches the heap not at all (tests/allocation_test.cpp).
+constexpr int kMaxCachedBlocks = 32;
+constexpr size_t kMinCachedBytes = 0;
 constexpr size_t kMaxCachedBytes = size_t(64) << 20;
 
 struct Block {

@@ -185,8 +185,10 @@ Status run_rope(const detail::SdpaPlan& plan, const TensorView& q, const TensorV
   const int64_t Hkv = k.shape[1], Sk = k.shape[2];
   if (plan.rope_fused) {
     const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
-    std::vector<float> lse_scratch;
-    const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
+    detail::ScratchFloats lse_scratch;
+    TensorView lse;
+    ATTENTION_RETURN_IF_ERROR(
+        detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch, &lse));
     return run_fused_rope(q, k, v, out, lse, scale, options.mask, rope);
   }
   detail::RopeArgs query_rope = rope;
@@ -245,8 +247,10 @@ Status run_bf16_prefill(const detail::KernelSlot<decltype(&sdpa_f32_prefill)>* k
   const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
   detail::Fp32Output result;
   ATTENTION_RETURN_IF_ERROR(result.stage(out));
-  std::vector<float> lse_scratch;
-  const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
+  detail::ScratchFloats lse_scratch;
+  TensorView lse;
+  ATTENTION_RETURN_IF_ERROR(
+      detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch, &lse));
   if (kernel == nullptr) {
     ATTENTION_RETURN_IF_ERROR(
         detail::run_amx_prefill(q, k, v, result.view(), lse, scale, causal_offset));
@@ -317,8 +321,10 @@ Status run_half(const detail::SdpaPlan& plan, const TensorView& q, const TensorV
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2];
   if (plan.half == detail::HalfRoute::HalfKvDecode) {
     const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(q.shape[3])));
-    std::vector<float> lse_scratch;
-    const TensorView lse = detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
+    detail::ScratchFloats lse_scratch;
+    TensorView lse;
+    ATTENTION_RETURN_IF_ERROR(
+        detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch, &lse));
     ATTENTION_RETURN_IF_ERROR(run_half_kv_decode(*plan.half_kv, plan.choice, wq.view(), k, v,
                                                  result.view(), lse, scale, m));
     return result.finish();
@@ -374,8 +380,10 @@ Status execute_sdpa(const SdpaPlan& plan, const TensorView& q, const TensorView&
     case SdpaRoute::Plain:
       break;
   }
-  std::vector<float> lse_scratch;
-  const TensorView lse = stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch);
+  detail::ScratchFloats lse_scratch;
+  TensorView lse;
+  ATTENTION_RETURN_IF_ERROR(
+      detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch, &lse));
   if (plan.route == SdpaRoute::Masked) {
     return run_masked(*plan.masked, plan.choice, q, k, v, out, lse, scale, options.mask);
   }

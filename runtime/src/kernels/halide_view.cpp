@@ -1,16 +1,15 @@
 #include "kernels/halide_view.h"
 
-#include <unordered_set>
-
 #include "execute/scratch_allocator.h"
 
 namespace attention::detail {
 namespace {
 
-// The live KernelCalls. Never destroyed: Halide's hooks may still run while the process exits.
+// The live KernelCalls, a list through the calls themselves (a few at a time: one per thread
+// running a kernel). Never destroyed: Halide's hooks may still run while the process exits.
 struct LiveCalls {
   std::mutex mutex;
-  std::unordered_set<const void*> calls;
+  KernelCall* first = nullptr;
 };
 LiveCalls& live_calls() {
   static LiveCalls* calls = new LiveCalls;
@@ -66,20 +65,26 @@ HalideView::HalideView(const TensorView& lse, RowStats stats) : HalideView(lse) 
 KernelCall::KernelCall() {
   LiveCalls& live = live_calls();
   const std::lock_guard<std::mutex> lock(live.mutex);
-  live.calls.insert(this);
+  next_live = live.first;
+  if (next_live != nullptr) next_live->previous_live = this;
+  live.first = this;
 }
 
 KernelCall::~KernelCall() {
   LiveCalls& live = live_calls();
   const std::lock_guard<std::mutex> lock(live.mutex);
-  live.calls.erase(this);
+  (previous_live != nullptr ? previous_live->next_live : live.first) = next_live;
+  if (next_live != nullptr) next_live->previous_live = previous_live;
 }
 
 bool is_our_call(const void* user_context) {
   if (user_context == nullptr) return false;
   LiveCalls& live = live_calls();
   const std::lock_guard<std::mutex> lock(live.mutex);
-  return live.calls.count(user_context) != 0;
+  for (const KernelCall* call = live.first; call != nullptr; call = call->next_live) {
+    if (call == user_context) return true;
+  }
+  return false;
 }
 
 void configure_halide_runtime() {

@@ -50,6 +50,9 @@ struct KernelCall {
   std::mutex mutex;  // parallel tasks of one call may fail at once
   std::string error;
   void* cuda_stream = nullptr;  // GpuOptions::cuda_stream of a CUDA call
+  // The live calls' list (halide_view.cpp), linked through the calls so a call allocates nothing.
+  KernelCall* previous_live = nullptr;
+  KernelCall* next_live = nullptr;
 };
 
 // True when `user_context` is a live KernelCall of this library.

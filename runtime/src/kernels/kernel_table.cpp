@@ -1,6 +1,7 @@
 #include "kernels/kernel_table.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -342,6 +343,21 @@ const KernelSlot<decltype(&sdpa_f32_prefill)>* bf16_prefill_for(DType q, DType k
   }
   if (masked || !attention_contract::use_prefill(Sq) || Sk == 0 || D % 2 != 0) return nullptr;
   return bf16_prefill_kernel();
+}
+
+const char* shape_bucket_name(int64_t Sq, int64_t Sk, int64_t D, bool masked) {
+  using namespace attention_contract;
+  // One shape of each bucket: Sq in {1, kLongQueries - 1, kLongQueries}, Sk and D either side.
+  static const std::array<std::string, 24> names = [] {
+    std::array<std::string, 24> n;
+    for (int i = 0; i < 24; ++i) {
+      const int64_t sq = i / 8 == 0 ? 1 : i / 8 == 1 ? kLongQueries - 1 : kLongQueries;
+      n[i] = shape_bucket(sq, i / 4 % 2 ? kLongKeys : 1, i / 2 % 2 ? kSmallHeadDim + 1 : 1, i % 2);
+    }
+    return n;
+  }();
+  const int variant = !use_prefill(Sq) ? 0 : Sq < kLongQueries ? 1 : 2;
+  return names[variant * 8 + (Sk >= kLongKeys) * 4 + (D > kSmallHeadDim) * 2 + masked].c_str();
 }
 
 const KernelSlot<decltype(&sdpa_f32_prefill)>* tuned_sdpa(std::string_view bucket) {

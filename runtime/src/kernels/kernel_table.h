@@ -158,18 +158,20 @@ CpuPick<Fn> pick_cpu_kernel(const TilingPair<Fn>& pair, const KernelSlot<Fn>* tu
       choose_kernel(pair.prefill.name, pair.decode.name, B, Hkv, Sq, Sk);
   return {pair[choice], choice};
 }
+// attention_contract::shape_bucket(Sq, Sk, D, masked) made once per bucket, not per call.
+const char* shape_bucket_name(int64_t Sq, int64_t Sk, int64_t D, bool masked);
+
 inline CpuPick<decltype(&sdpa_f32_prefill)> pick_sdpa(const CpuRows& rows, int64_t B, int64_t Hkv,
                                                       int64_t Sq, int64_t Sk, int64_t D) {
   const auto* tuned =
-      rows.builtin_plain ? tuned_sdpa(attention_contract::shape_bucket(Sq, Sk, D, false)) : nullptr;
+      rows.builtin_plain ? tuned_sdpa(shape_bucket_name(Sq, Sk, D, false)) : nullptr;
   return pick_cpu_kernel(rows.sdpa.plain, tuned, B, Hkv, Sq, Sk);
 }
 inline CpuPick<decltype(&sdpa_f32_masked_prefill)> pick_masked_sdpa(const CpuRows& rows, int64_t B,
                                                                     int64_t Hkv, int64_t Sq,
                                                                     int64_t Sk, int64_t D) {
-  const auto* tuned = rows.builtin_masked
-                          ? tuned_masked_sdpa(attention_contract::shape_bucket(Sq, Sk, D, true))
-                          : nullptr;
+  const auto* tuned =
+      rows.builtin_masked ? tuned_masked_sdpa(shape_bucket_name(Sq, Sk, D, true)) : nullptr;
   return pick_cpu_kernel(rows.sdpa.masked, tuned, B, Hkv, Sq, Sk);
 }
 

@@ -179,9 +179,10 @@ void plan_sdpa(Run run, const TensorView& q, const TensorView& call_k, const Ten
   // handles are not offset.
   const auto cut = [&](const char* why, int64_t begin, int64_t end) {
     const int64_t Sk = plan->key_end - plan->key_begin;
-    std::vector<int32_t> lengths;
+    BatchLengths lengths;
     m = mask_over_keys(m, B, Sk, begin, end, lengths);
-    plan->key_lengths.swap(lengths);  // m.key_lengths points into the buffer swapped in
+    plan->key_lengths = lengths;  // m.key_lengths points into `lengths` until moved to the plan's
+    if (m.key_lengths.data != nullptr) m.key_lengths.data = plan->key_lengths.data();
     plan->cuts.push_back({why, begin, end});
     plan->key_end = plan->key_begin + end;
     plan->key_begin += begin;
@@ -199,7 +200,7 @@ void plan_sdpa(Run run, const TensorView& q, const TensorView& call_k, const Ten
     // Sk (top-left causal, or neither causal nor ALiBi) the call runs on the keys before it.
     if (m.key_lengths.data != nullptr && Sk > 0 &&
         (m.causal == Causal::TopLeft || (m.causal == Causal::None && !m.alibi))) {
-      const std::vector<int32_t> lengths = lengths_or(m.key_lengths, B, Sk);
+      const BatchLengths lengths = lengths_or(m.key_lengths, B, Sk);
       const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
       if (longest < Sk) {
         cut("key lengths", 0, longest);

@@ -26,7 +26,9 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "call/mask_args.h"
 #include "call/sdpa_call.h"
+#include "call/small_vector.h"
 #include "execute/gpu.h"
 #include "kernel_contract.h"
 #include "kernels/kernel_table.h"
@@ -51,8 +53,8 @@ enum class HalfRoute { AmxPrefill, Bf16Prefill, HalfKvDecode, Widened, Gpu };
 
 // k and v narrowed to keys [begin, end) of the keys left before it.
 struct KeyCut {
-  const char* why;  // "window" or "key lengths"
-  int64_t begin, end;
+  const char* why = nullptr;  // "window" or "key lengths"
+  int64_t begin = 0, end = 0;
 };
 
 struct SdpaPlan {
@@ -62,10 +64,10 @@ struct SdpaPlan {
 
   Run run = Run::CPU;
   SdpaRoute route = SdpaRoute::Nothing;
-  std::vector<KeyCut> cuts;
+  SmallVector<KeyCut, 4> cuts;
   int64_t key_begin = 0, key_end = 0;  // the cuts composed, over the call's keys
   SdpaOptions options;                 // the call's, its mask over the kept keys, inert pieces out
-  std::vector<int32_t> key_lengths;    // options.mask.key_lengths' storage after a cut
+  BatchLengths key_lengths;            // options.mask.key_lengths' storage after a cut
 
   // The route's parameters.
   DecodePool pool;      // DecodeAsPaged
