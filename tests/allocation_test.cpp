@@ -78,16 +78,23 @@ int64_t allocations_during(const std::function<void()>& run) {
   return allocations.load();
 }
 
-// The heap allocations of one call of `call` after six warm-up calls (which must succeed).
+// The fewest heap allocations of one call of `call` (which must succeed) over 6 calls, after 3
+// warm-up calls. Which worker of Halide's thread pool runs which work item varies between calls
+// (more so while other processes share the cores), and a thread's first item of a kind fills its
+// scratch cache: so some call may allocate. A call that reaches the heap on every run
+// allocates per call.
 int64_t allocations_in_steady_state(const std::function<attention::Status()>& call) {
-  for (int warm = 0; warm < 6; ++warm) {
+  for (int warm = 0; warm < 3; ++warm) {
     const attention::Status status = call();
     EXPECT_TRUE(status.ok()) << status.message();
   }
-  attention::Status status = attention::Status::ok_status();
-  const int64_t n = allocations_during([&] { status = call(); });
-  EXPECT_TRUE(status.ok()) << status.message();
-  return n;
+  int64_t fewest = INT64_MAX;
+  for (int run = 0; run < 6; ++run) {
+    attention::Status status = attention::Status::ok_status();
+    fewest = std::min(fewest, allocations_during([&] { status = call(); }));
+    EXPECT_TRUE(status.ok()) << status.message();
+  }
+  return fewest;
 }
 
 // Where the checks below store what they allocate, so the compiler cannot elide the allocation.
@@ -180,8 +187,8 @@ TEST(Allocations, SdpaCallsInSteadyStateAllocateNothing) {
     ASSERT_TRUE(attention::explain_sdpa(tq, tk, tv, tout, options, &plan).ok());
     int64_t calls = 0;
     EXPECT_EQ(allocations_in_steady_state([&] {
-                // The counted call writes every output element (poisoned before it).
-                if (++calls == 7) std::fill(out.begin(), out.end(), std::nanf(""));
+                // The last call writes every output element (poisoned before it).
+                if (++calls == 9) std::fill(out.begin(), out.end(), std::nanf(""));
                 return attention::scaled_dot_product_attention(tq, tk, tv, tout, options);
               }),
               0)
@@ -191,10 +198,9 @@ TEST(Allocations, SdpaCallsInSteadyStateAllocateNothing) {
   }
 }
 
-// Paged decode over a vLLM-layout pool: 3 sequences of different lengths in shuffled blocks. Its
-// route still builds a few host vectors per call (the kernel's block table, the length groups and
-// each group's rows, paged_plan.cpp and paged_execute.cpp): bounded here so that none are added.
-TEST(Allocations, PagedDecodeInSteadyStateAllocatesLittle) {
+// Paged decode over a vLLM-layout pool: 3 sequences of different lengths in shuffled blocks (two
+// length groups, each its own kernel call).
+TEST(Allocations, PagedDecodeInSteadyStateAllocatesNothing) {
   const int64_t B = 3, H = 8, Hkv = 2, D = 64, block = 16, width = 20, blocks = B * width;
   std::vector<float> q = random_floats(B * H * D, 4), out(static_cast<size_t>(B * H * D)),
                      k = random_floats(blocks * block * Hkv * D, 5),
@@ -211,12 +217,16 @@ TEST(Allocations, PagedDecodeInSteadyStateAllocatesLittle) {
   attention::SdpaOptions options;
   options.mask.causal = attention::Causal::BottomRight;
   int64_t calls = 0;
-  EXPECT_LE(allocations_in_steady_state([&] {
-              if (++calls == 7) std::fill(out.begin(), out.end(), std::nanf(""));
+  std::string plan;
+  ASSERT_TRUE(attention::explain_paged(tq, cache, tout, options, &plan).ok());
+  EXPECT_EQ(allocations_in_steady_state([&] {
+              if (++calls == 9) std::fill(out.begin(), out.end(), std::nanf(""));
               return attention::paged_attention(tq, cache, tout, options);
             }),
-            16);
-  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float x) { return std::isfinite(x); }));
+            0)
+      << plan;
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float x) { return std::isfinite(x); }))
+      << plan;
 }
 
 }  // namespace

@@ -712,7 +712,7 @@ TEST(PagedLengthGroups, SplitsOnlyWhereItSaves) {
     } else {
       std::vector<int64_t> in_order(lengths.size());
       std::iota(in_order.begin(), in_order.end(), 0);
-      EXPECT_EQ(groups[0], in_order);
+      EXPECT_EQ(std::vector<int64_t>(groups[0].begin(), groups[0].end()), in_order);
     }
   }
   EXPECT_EQ(detail::paged_length_groups({512, 16, 16, 16, 16, 16, 16, 16}).size(), 2u);

@@ -1,5 +1,6 @@
 #include "execute/half_precision.h"
 
+#include <algorithm>
 #include <memory>
 #include <new>
 #include <string>
@@ -85,6 +86,17 @@ Status allocate_fp32(const TensorView& t, ScratchFloats& storage, TensorView* vi
                                                       " tensor " + shape_string(t));
   }
   *view = dense_view(t, storage.get(), DType::Float32);
+  return Status::ok_status();
+}
+
+Status allocate_ints(int64_t n, const char* what, ScratchInts& storage) {
+  configure_halide_runtime();  // the caching allocator behind halide_malloc
+  storage.reset(static_cast<int32_t*>(
+      halide_malloc(nullptr, static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(int32_t))));
+  if (storage == nullptr) {
+    return Status::error(StatusCode::OutOfMemory, std::string("out of memory for ") + what + " (" +
+                                                      std::to_string(n) + " int32)");
+  }
   return Status::ok_status();
 }
 

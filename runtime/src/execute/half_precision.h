@@ -19,9 +19,17 @@ namespace attention::detail {
 // being mapped afresh (with malloc's fresh pages the widening path ran 1.47x the fp32 call at
 // 1x16x1024x1024x128 on Zen 5, 1.05x with them kept).
 struct HalideFree {
-  void operator()(float* p) const { halide_free(nullptr, p); }
+  template <typename T>
+  void operator()(T* p) const {
+    halide_free(nullptr, p);
+  }
 };
 using ScratchFloats = std::unique_ptr<float, HalideFree>;
+using ScratchInts = std::unique_ptr<int32_t, HalideFree>;
+
+// n int32 of host scratch (uninitialized) from halide_malloc's per-thread cache, or OutOfMemory
+// naming `what`.
+Status allocate_ints(int64_t n, const char* what, ScratchInts& storage);
 
 // `t`'s shape, row-major over `data` of `dtype`.
 TensorView dense_view(const TensorView& t, void* data, DType dtype);

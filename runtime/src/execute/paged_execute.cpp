@@ -49,8 +49,8 @@ MaskOptions paged_mask(const MaskOptions& call_mask, const PagedKvCache& cache) 
 // block (block 0 for an empty sequence, whose keys are all hidden). The kernel's items read every
 // key of their split (SdpaInputs::whole_split_pv); those past a sequence's end then come from a
 // block the call has just read, in cache, not from wherever the caller's unused entries point.
-std::vector<int32_t> kernel_block_table(const PagedKvCache& cache, const PagedShape& s) {
-  std::vector<int32_t> table(static_cast<size_t>(s.B * s.width));
+// `table`: B × width entries.
+void kernel_block_table(const PagedKvCache& cache, const PagedShape& s, int32_t* table) {
   for (int64_t b = 0; b < s.B; ++b) {
     const int64_t used = (int_at(cache.seq_lens, b) + s.block_size - 1) / s.block_size;
     int32_t block = 0;
@@ -59,7 +59,6 @@ std::vector<int32_t> kernel_block_table(const PagedKvCache& cache, const PagedSh
       table[static_cast<size_t>(b * s.width + n)] = block;
     }
   }
-  return table;
 }
 
 Status run_paged_cpu(const TensorView& q, const PagedKvCache& cache, const TensorView& out,
@@ -90,10 +89,12 @@ Status run_paged_cpu(const TensorView& q, const PagedKvCache& cache, const Tenso
   const int32_t key_split = static_cast<int32_t>(std::min<int64_t>(
       attention_contract::decode_key_split(s.B, /*Hkv=*/1, s.longest, tiling, work_items),
       std::max<int64_t>((s.longest + key_block - 1) / key_block, 1) * key_block));
-  std::vector<int32_t> table = kernel_block_table(cache, s);
+  detail::ScratchInts table;
+  ATTENTION_RETURN_IF_ERROR(detail::allocate_ints(s.B * s.width, "the block table", table));
+  kernel_block_table(cache, s, table.get());
   detail::HalideView hk(blocks_slots_heads(cache.k, cache.layout)),
       hv(blocks_slots_heads(cache.v, cache.layout)),
-      htable(TensorView::contiguous(table.data(), DType::Int32, {s.B, s.width}));
+      htable(TensorView::contiguous(table.get(), DType::Int32, {s.B, s.width}));
   const auto run = [&](const TensorView& call_q, const TensorView& call_out,
                        const TensorView& call_lse, const MaskOptions& call_mask) {
     const MaskOptions m = paged_mask(call_mask, cache);
@@ -341,26 +342,30 @@ Status run_paged_prefill_cpu(const TensorView& q, const PagedKvCache& cache, con
 // `groups`: the plan's.
 Status run_paged_cpu_by_length(const TensorView& q, const PagedKvCache& cache,
                                const TensorView& out, const SdpaOptions& options, float scale,
-                               const PagedShape& s,
-                               const std::vector<std::vector<int64_t>>& groups) {
+                               const PagedShape& s, const detail::PagedLengthGroups& groups) {
   if (groups.size() <= 1) return run_paged_cpu(q, cache, out, options, scale, s);
   const bool lse_given = detail::given(options.logsumexp);
   const bool query_lengths = detail::given(options.mask.query_lengths);
   // Every group's rows, one group after another.
-  std::vector<float> q_rows(static_cast<size_t>(q.numel())),
-      out_rows(static_cast<size_t>(out.numel())), lse_rows(static_cast<size_t>(s.B * s.H * s.Sq));
-  const TensorView all_q = TensorView::contiguous(q_rows.data(), {s.B, s.H, s.Sq, s.D}),
-                   all_out = TensorView::contiguous(out_rows.data(), {s.B, s.H, s.Sq, s.Dv}),
-                   all_lse = TensorView::contiguous(lse_rows.data(), {s.B, s.H, s.Sq});
-  std::vector<int32_t> group_lengths(static_cast<size_t>(s.B)), row_lengths(group_lengths.size());
-  std::vector<int32_t> table;
+  detail::ScratchFloats q_rows, out_rows, lse_rows;
+  TensorView all_q, all_out, all_lse;
+  ATTENTION_RETURN_IF_ERROR(detail::allocate_fp32({s.B, s.H, s.Sq, s.D}, q_rows, &all_q));
+  ATTENTION_RETURN_IF_ERROR(detail::allocate_fp32({s.B, s.H, s.Sq, s.Dv}, out_rows, &all_out));
+  ATTENTION_RETURN_IF_ERROR(detail::allocate_fp32({s.B, s.H, s.Sq}, lse_rows, &all_lse));
+  // Per group: its lengths, query lengths and table rows (no wider than the call's).
+  detail::ScratchInts lengths_storage, table_storage;
+  ATTENTION_RETURN_IF_ERROR(detail::allocate_ints(2 * s.B, "the groups' lengths", lengths_storage));
+  ATTENTION_RETURN_IF_ERROR(detail::allocate_ints(s.B * std::max<int64_t>(s.width, 1),
+                                                  "the groups' block tables", table_storage));
+  int32_t* const group_lengths = lengths_storage.get();
+  int32_t* const row_lengths = group_lengths + s.B;
+  int32_t* const table = table_storage.get();
   int64_t first = 0;  // the group's first row
-  for (const std::vector<int64_t>& group : groups) {
+  for (const auto group : groups) {
     PagedShape shape = s;
     shape.B = static_cast<int64_t>(group.size());
     shape.longest = int_at(cache.seq_lens, group[0]);
     shape.width = std::max<int64_t>(1, (shape.longest + s.block_size - 1) / s.block_size);
-    table.resize(static_cast<size_t>(shape.B * shape.width));
     for (int64_t g = 0; g < shape.B; ++g) {
       const int64_t b = group[g];
       detail::copy(detail::slice(q, 0, b, 1), detail::slice(all_q, 0, first + g, 1));
@@ -377,7 +382,7 @@ Status run_paged_cpu_by_length(const TensorView& q, const PagedKvCache& cache,
       detail::write_rows_without_keys(group_out, group_lse);
     } else {
       PagedKvCache part = cache;
-      part.block_table = TensorView::contiguous(table.data(), DType::Int32, {shape.B, shape.width});
+      part.block_table = TensorView::contiguous(table, DType::Int32, {shape.B, shape.width});
       part.seq_lens = TensorView::contiguous(&group_lengths[first], DType::Int32, {shape.B});
       SdpaOptions part_options = options;
       part_options.logsumexp = lse_given ? group_lse : TensorView();
@@ -390,7 +395,7 @@ Status run_paged_cpu_by_length(const TensorView& q, const PagedKvCache& cache,
     first += shape.B;
   }
   first = 0;
-  for (const std::vector<int64_t>& group : groups) {
+  for (const auto group : groups) {
     for (int64_t b : group) {
       detail::copy(detail::slice(all_out, 0, first, 1), detail::slice(out, 0, b, 1));
       if (lse_given)
@@ -507,7 +512,9 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
   const int64_t B = q.shape[0], Hkv = k.shape[1], Sk = k.shape[2];
   const int64_t block = geometry.block, width = geometry.width,
                 stride_blocks = geometry.stride_blocks, blocks = geometry.blocks;
-  std::vector<int32_t> table(static_cast<size_t>(B * width));
+  ScratchInts table_storage;
+  ATTENTION_RETURN_IF_ERROR(allocate_ints(B * width, "the block table", table_storage));
+  int32_t* const table = table_storage.get();
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t n = 0; n < width; ++n)
       table[static_cast<size_t>(b * width + n)] = static_cast<int32_t>(b * stride_blocks + n);
@@ -520,7 +527,7 @@ Status run_decode_as_paged(const TensorView& q, const TensorView& k, const Tenso
   PagedKvCache cache;
   cache.k = pool(k);
   cache.v = pool(v);
-  cache.block_table = TensorView::contiguous(table.data(), DType::Int32, {B, width});
+  cache.block_table = TensorView::contiguous(table, DType::Int32, {B, width});
   cache.seq_lens = TensorView::contiguous(lengths.data(), DType::Int32, {B});
   SdpaOptions paged_options = options;
   paged_options.mask.key_lengths = TensorView();

@@ -3,13 +3,15 @@
 #pragma once
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
-#include <numeric>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "call/small_vector.h"
 #include "execute/gpu.h"
 #include "kernel_contract.h"
 
@@ -75,32 +77,87 @@ inline int32_t prefill_key_split(std::string_view kernel, int64_t Sk) {
 // while it holds more than half of the group's longest. One group, every index in order, when the
 // groups would save less than a fifth of the units (each further call copies its q and output
 // rows and spreads its own work over the threads).
-inline std::vector<std::vector<int64_t>> paged_length_groups(const std::vector<int64_t>& lengths) {
+// The groups: their batch indices one group after another, and where each group ends. Inline for
+// the batches of common calls (a call allocates nothing).
+class PagedLengthGroups {
+ public:
+  // One group's batch indices.
+  struct Group {
+    const int64_t* first;
+    const int64_t* last;
+    const int64_t* begin() const { return first; }
+    const int64_t* end() const { return last; }
+    bool empty() const { return first == last; }
+    size_t size() const { return static_cast<size_t>(last - first); }
+    int64_t operator[](size_t n) const { return first[n]; }
+  };
+  struct Iterator {
+    const PagedLengthGroups* groups;
+    size_t g;
+    Group operator*() const { return (*groups)[g]; }
+    Iterator& operator++() {
+      ++g;
+      return *this;
+    }
+    bool operator!=(const Iterator& other) const { return g != other.g; }
+  };
+
+  size_t size() const { return ends_.size(); }
+  Group operator[](size_t g) const {
+    const int64_t* base = order_.data();
+    return {base + (g == 0 ? 0 : ends_[g - 1]), base + ends_[g]};
+  }
+  Iterator begin() const { return {this, 0}; }
+  Iterator end() const { return {this, size()}; }
+
+  void add_group() { ends_.push_back(static_cast<int64_t>(order_.size())); }
+  void add(int64_t b) {  // to the last group
+    order_.push_back(b);
+    ++ends_[ends_.size() - 1];
+  }
+  void clear() {
+    order_.clear();
+    ends_.clear();
+  }
+
+ private:
+  SmallVector<int64_t, 64> order_;
+  SmallVector<int64_t, 16> ends_;
+};
+
+template <typename Lengths>
+PagedLengthGroups paged_length_groups(const Lengths& lengths) {
   const auto units = [](int64_t keys) {
     constexpr int64_t unit = attention_contract::kSplitKeyMultiple;
     return (std::max<int64_t>(keys, 1) + unit - 1) / unit;
   };
-  std::vector<int64_t> order(lengths.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return lengths[a] > lengths[b]; });
-  std::vector<std::vector<int64_t>> groups;
+  const int64_t B = static_cast<int64_t>(lengths.size());
+  SmallVector<int64_t, 64> order;
+  for (int64_t b = 0; b < B; ++b) order.push_back(b);
+  // Longest first, ties in batch order (std::stable_sort would allocate a buffer).
+  std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return lengths[a] != lengths[b] ? lengths[a] > lengths[b] : a < b;
+  });
+  PagedLengthGroups groups;
   int64_t longest = 0, grouped = 0;  // the current group's units; every group's, padded
   for (int64_t b : order) {
-    if (groups.empty() || 2 * units(lengths[b]) <= longest) {
-      groups.emplace_back();
+    if (groups.size() == 0 || 2 * units(lengths[b]) <= longest) {
+      groups.add_group();
       longest = units(lengths[b]);
     }
-    groups.back().push_back(b);
+    groups.add(b);
     grouped += longest;
   }
-  const int64_t padded =
-      static_cast<int64_t>(lengths.size()) * (groups.empty() ? 0 : units(lengths[order[0]]));
+  const int64_t padded = B * (B == 0 ? 0 : units(lengths[order[0]]));
   if (groups.size() > 1 && 5 * grouped > 4 * padded) {
-    std::iota(order.begin(), order.end(), 0);
-    groups.assign(1, order);
+    groups.clear();
+    groups.add_group();
+    for (int64_t b = 0; b < B; ++b) groups.add(b);
   }
   return groups;
+}
+inline PagedLengthGroups paged_length_groups(std::initializer_list<int64_t> lengths) {
+  return paged_length_groups(std::vector<int64_t>(lengths));
 }
 
 // A GPU call: every split is the chosen kernel's split_keys (its register tiles have that shape).

@@ -280,8 +280,8 @@ Status plan_paged(Run run, const TensorView& q, const PagedKvCache& cache, const
   if (run == Run::CPU) {
     plan->route = PagedRoute::Kernel;
     plan->kernel = paged_cpu_kernel(plan->cache, s).name;
-    std::vector<int64_t> lengths(static_cast<size_t>(s.B));
-    for (int64_t b = 0; b < s.B; ++b) lengths[b] = int_at(plan->cache.seq_lens, b);
+    SmallVector<int64_t, 64> lengths;
+    for (int64_t b = 0; b < s.B; ++b) lengths.push_back(int_at(plan->cache.seq_lens, b));
     plan->length_groups = paged_length_groups(lengths);
     return Status::ok_status();
   }

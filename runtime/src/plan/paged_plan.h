@@ -25,6 +25,7 @@
 
 #include "attention/attention.h"
 #include "execute/gpu.h"
+#include "kernels/kernel_choice.h"
 #include "kernels/kernel_table.h"
 
 namespace attention::detail {
@@ -74,7 +75,7 @@ struct PagedPlan {
   std::vector<int32_t> table, lengths;
   int64_t rows_per_head = 0;  // RowsAsDecode: each head's rows padded to this
   // Kernel: the sequences in groups of similar length (paged_length_groups), one call each.
-  std::vector<std::vector<int64_t>> length_groups;
+  PagedLengthGroups length_groups;
   std::vector<PagedChunk> chunks;  // Gpu
   const char* kernel = nullptr;    // Kernel, Gpu
 
