@@ -18,6 +18,7 @@
 #include <benchmark/benchmark.h>
 #include <cblas.h>  // OpenBLAS's own (see bench/CMakeLists.txt): declares openblas_set_num_threads
 #include <omp.h>
+#include <unistd.h>  // sysconf: the reported last-level cache
 
 #include <algorithm>
 #include <chrono>
@@ -89,6 +90,17 @@ const Case kCases[] = {
     {{8, 8, 8, 512, 512, 64, Mask::kPadded}, false},
     {{1, 8, 8, 4096, 4096, 64}, false},
     {{1, 8, 8, 4096, 4096, 64, Mask::kWindow256}, false},
+    // The head-dim sweep (with 1x8x1024^2x64 and 1x16x1024^2x128, 1x32(8)x1x4096x128 above):
+    // dims other than 64 and 128 take the general blocking.
+    {{1, 8, 8, 1024, 1024, 32}, false},
+    {{1, 8, 8, 1024, 1024, 80}, false},
+    {{1, 8, 8, 1024, 1024, 96}, false},
+    {{1, 8, 8, 1024, 1024, 128}, false},
+    {{1, 8, 8, 1024, 1024, 256}, false},
+    {{1, 32, 8, 1, 4096, 64}, false},
+    {{1, 32, 8, 1, 4096, 80}, false},
+    {{1, 32, 8, 1, 4096, 96}, false},
+    {{1, 32, 8, 1, 4096, 256}, false},
 };
 
 constexpr int64_t kWindow = 256;
@@ -98,9 +110,16 @@ const int kSgemmSizes[] = {1024, 2048};
 // Steps of the FMA probe per call and thread: 16 zmm chains take ~2 ms at 230 GFLOP/s a core.
 constexpr int kFmaProbeSteps = 1 << 20;
 
-// Bytes each memcpy of the copy probe moves, and the least K+V a decode shape rotates through.
+// Bytes each memcpy of the copy probe moves, and the least K+V a decode shape rotates through:
+// 256 MiB, or twice the last-level cache the machine reports (some VMs report 320-480 MiB of L3).
 constexpr int64_t kCopyProbeBytes = int64_t(256) << 20;
-constexpr double kDecodeRotationBytes = double(int64_t(256) << 20);
+double decode_rotation_bytes() {
+  static const double bytes = [] {
+    const long l3 = sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return std::max(double(int64_t(256) << 20), l3 > 0 ? 2.0 * static_cast<double>(l3) : 0.0);
+  }();
+  return bytes;
+}
 
 constexpr float kMaxAbsDiff = 1e-4f;
 constexpr unsigned kSeed = 20240611;
@@ -133,7 +152,7 @@ double attention_flops(const Shape& s) { return 4.0 * s.b * s.h * s.sq * s.sk * 
 double kv_bytes(const Shape& s, int element_bytes = 4) { return 2.0 * kv_size(s) * element_bytes; }
 // Copies of K and V a shape's benchmark cycles through: decode reads each KV cache once per call.
 int kv_copies(const Shape& s) {
-  return s.sq == 1 ? std::max(2, static_cast<int>(std::ceil(kDecodeRotationBytes / kv_bytes(s))))
+  return s.sq == 1 ? std::max(2, static_cast<int>(std::ceil(decode_rotation_bytes() / kv_bytes(s))))
                    : 1;
 }
 
