@@ -229,5 +229,49 @@ TEST(Allocations, PagedDecodeInSteadyStateAllocatesNothing) {
       << plan;
 }
 
+// The MHA block (packed weights, self-attention, causal) and a Float16 SDPA call (widened into
+// fp32 scratch).
+TEST(Allocations, MhaAndHalfCallsInSteadyStateAllocateNothing) {
+  const int64_t B = 2, S = 37, E = 64, heads = 4;
+  std::vector<float> x = random_floats(B * S * E, 7), w_in = random_floats(3 * E * E, 8),
+                     b_in = random_floats(3 * E, 9), w_out = random_floats(E * E, 10),
+                     b_out = random_floats(E, 11), out(static_cast<size_t>(B * S * E));
+  attention::MhaWeights weights;
+  weights.in_proj_weight = TensorView::contiguous(w_in.data(), {3 * E, E});
+  weights.in_proj_bias = TensorView::contiguous(b_in.data(), {3 * E});
+  weights.out_proj_weight = TensorView::contiguous(w_out.data(), {E, E});
+  weights.out_proj_bias = TensorView::contiguous(b_out.data(), {E});
+  const TensorView tx = TensorView::contiguous(x.data(), {B, S, E}),
+                   tout = TensorView::contiguous(out.data(), {B, S, E});
+  attention::MhaOptions options;
+  options.num_heads = heads;
+  options.mask.causal = attention::Causal::TopLeft;
+  int64_t calls = 0;
+  EXPECT_EQ(allocations_in_steady_state([&] {
+              if (++calls == 9) std::fill(out.begin(), out.end(), std::nanf(""));
+              return attention::multi_head_attention(tx, tx, weights, tout, options);
+            }),
+            0);
+  EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float v) { return std::isfinite(v); }));
+
+  // Float16 q, k, v and out, 1x4x61x67x64: the half route's fp32 copies and rounding.
+  const int64_t H = 4, Sq = 61, Sk = 67, D = 64;
+  std::vector<uint16_t> q16(static_cast<size_t>(H * Sq * D), 0x3c00),  // 1.0
+      k16(static_cast<size_t>(H * Sk * D), 0x3800),                    // 0.5
+      v16(static_cast<size_t>(H * Sk * D), 0x3c00), out16(static_cast<size_t>(H * Sq * D));
+  const auto half = [](std::vector<uint16_t>& data, int64_t rows) {
+    return TensorView::contiguous(data.data(), attention::DType::Float16, {1, 4, rows, 64});
+  };
+  calls = 0;
+  EXPECT_EQ(allocations_in_steady_state([&] {
+              if (++calls == 9) std::fill(out16.begin(), out16.end(), uint16_t{0x7e00});  // NaN
+              return attention::scaled_dot_product_attention(half(q16, Sq), half(k16, Sk),
+                                                             half(v16, Sk), half(out16, Sq));
+            }),
+            0);
+  // Every value row is all ones, so every output is 1.0.
+  EXPECT_TRUE(std::all_of(out16.begin(), out16.end(), [](uint16_t h) { return h == 0x3c00; }));
+}
+
 }  // namespace
 }  // namespace attention_test

@@ -196,8 +196,9 @@ Status run_mha_cpu(const detail::MhaPlan& plan, const TensorView& x_q, const Ten
                    const MhaOptions& options) {
   const int64_t kv = s.kv_width();
   std::vector<float> bias_storage[4];
-  std::vector<float> lse_storage(static_cast<size_t>(s.B * s.H * s.Sq));
-  const TensorView lse = TensorView::contiguous(lse_storage.data(), {s.B, s.H, s.Sq});
+  detail::ScratchFloats lse_storage;
+  TensorView lse;
+  ATTENTION_RETURN_IF_ERROR(detail::allocate_fp32({s.B, s.H, s.Sq}, lse_storage, &lse));
   detail::MaskArgs mask(options.mask, s.B, s.H, s.Sq, s.Sk);
   const bool values_finite = options.mask.empty() || values_certainly_finite(x_kv, p);
   detail::HalideView hx_q(x_q), hx_kv(x_kv), hw_q(p.wq), hw_k(p.wk), hw_v(p.wv), hw_o(p.wo),
@@ -221,11 +222,11 @@ Status run_mha_cpu(const detail::MhaPlan& plan, const TensorView& x_q, const Ten
 
   // Per head into the caller's view, or into scratch that is then averaged over heads.
   const TensorView& requested = options.attention_weights;
-  std::vector<float> per_head_storage;
+  detail::ScratchFloats per_head_storage;
   TensorView per_head = requested;
   if (requested.rank == 3) {
-    per_head_storage.resize(static_cast<size_t>(s.B * s.H * s.Sq * s.Sk));
-    per_head = TensorView::contiguous(per_head_storage.data(), {s.B, s.H, s.Sq, s.Sk});
+    ATTENTION_RETURN_IF_ERROR(
+        detail::allocate_fp32({s.B, s.H, s.Sq, s.Sk}, per_head_storage, &per_head));
   }
   ATTENTION_RETURN_IF_ERROR(attention_weights(x_q, x_kv, p, s, scale, options.mask, lse, per_head));
   if (requested.rank == 3) detail::average_heads(per_head, requested);

@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <new>
+#include <vector>
 
 #include "call/mask_args.h"
 #include "call/tensor_util.h"
@@ -17,6 +19,35 @@
 #include "kernels/kernel_choice.h"
 
 namespace attention::detail {
+
+namespace {
+
+// Storage of destroyed nested plans, kept for this thread's next ones (freed when it exits).
+struct PlanStorage {
+  ~PlanStorage() {
+    for (void* block : free) ::operator delete(block);
+  }
+  std::vector<void*> free;
+};
+thread_local PlanStorage plan_storage;
+
+}  // namespace
+
+void RecycledPlanDelete::operator()(SdpaPlan* plan) const {
+  plan->~SdpaPlan();
+  plan_storage.free.push_back(plan);
+}
+
+NestedSdpaPlan new_nested_plan() {
+  void* block = nullptr;
+  if (plan_storage.free.empty()) {
+    block = ::operator new(sizeof(SdpaPlan));
+  } else {
+    block = plan_storage.free.back();
+    plan_storage.free.pop_back();
+  }
+  return NestedSdpaPlan(new (block) SdpaPlan());
+}
 
 const char* route_name(SdpaRoute route) {
   switch (route) {
@@ -122,7 +153,7 @@ void plan_widened(const TensorView& q, const TensorView& k, const TensorView& v,
                   const TensorView& out, SdpaPlan* plan) {
   SdpaOptions fp32_options = plan->options;
   fp32_options.mask.additive_mask = fp32_copy_view(plan->options.mask.additive_mask);
-  plan->then = std::make_unique<SdpaPlan>();
+  plan->then = new_nested_plan();
   plan_sdpa(plan->run, fp32_copy_view(q), fp32_copy_view(k), fp32_copy_view(v), fp32_copy_view(out),
             fp32_options, plan->then.get());
 }
@@ -142,7 +173,7 @@ void plan_rope(const TensorView& q, const TensorView& k, const TensorView& v, co
   }
   SdpaOptions rest = plan->options;
   rest.rope.reset();
-  plan->then = std::make_unique<SdpaPlan>();
+  plan->then = new_nested_plan();
   plan_sdpa(plan->run, dense_view(q, q.data, DType::Float32), dense_view(k, k.data, DType::Float32),
             v, out, rest, plan->then.get());
 }

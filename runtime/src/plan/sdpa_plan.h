@@ -57,6 +57,15 @@ struct KeyCut {
   int64_t begin = 0, end = 0;
 };
 
+struct SdpaPlan;
+// A nested plan's storage comes back to a per-thread free list when the plan is destroyed, so a
+// call whose plan nests (half operands, RoPE not fused) allocates nothing in steady state.
+struct RecycledPlanDelete {
+  void operator()(SdpaPlan* plan) const;
+};
+using NestedSdpaPlan = std::unique_ptr<SdpaPlan, RecycledPlanDelete>;
+NestedSdpaPlan new_nested_plan();
+
 struct SdpaPlan {
   SdpaPlan() = default;
   SdpaPlan(const SdpaPlan&) = delete;  // options.mask may point into key_lengths
@@ -85,7 +94,7 @@ struct SdpaPlan {
   // The rest of the call over the operands this route makes (Rope not fused: q and k rotated into
   // dense fp32 copies; HalfRoute::Widened, and HalfRoute::Gpu without a half-KV kernel: every
   // operand as fp32), or null.
-  std::unique_ptr<SdpaPlan> then;
+  NestedSdpaPlan then;
 
   // One line: "route kernel=... [cuts ...] [...] [then: <the rest's plan>]".
   std::string describe() const;
