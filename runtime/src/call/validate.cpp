@@ -1,7 +1,7 @@
 #include "call/validate.h"
 
-#include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 
@@ -165,8 +165,15 @@ Status check_no_self_overlap(const TensorView& out, const char* name) {
   for (int d = 0; d < out.rank; ++d) {
     if (out.shape[d] > 1) dims[count++] = d;
   }
-  std::sort(dims, dims + count,
-            [&](int a, int b) { return std::abs(out.strides[a]) < std::abs(out.strides[b]); });
+  // By |stride|, an insertion sort of at most kMaxRank dims (GCC 12's -Warray-bounds misreads
+  // std::sort over this fixed array at -O3).
+  for (int i = 1; i < count; ++i) {
+    const int d = dims[i];
+    int j = i;
+    for (; j > 0 && std::abs(out.strides[dims[j - 1]]) > std::abs(out.strides[d]); --j)
+      dims[j] = dims[j - 1];
+    dims[j] = d;
+  }
   // Sufficient condition: each stride steps past everything the inner dimensions span.
   int64_t inner_span = 0;
   for (int i = 0; i < count; ++i) {
