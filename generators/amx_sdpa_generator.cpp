@@ -1,6 +1,6 @@
 // Generator "sdpa_amx_head": bfloat16 prefill of one head on Intel AMX (tdpbf16ps tiles),
-// unmasked or causal. The runtime (runtime/src/amx_prefill.cpp) packs each kv head's K and V once
-// and calls it per query head (causal: per chunk of rows, on the keys the chunk sees).
+// unmasked or causal. The runtime (runtime/src/execute/amx_prefill.cpp) packs each kv head's K and
+// V once and calls it per query head (causal: per chunk of rows, on the keys the chunk sees).
 //
 // Inputs, all bfloat16, every min 0:
 //   q  (d, i)     one head's queries, D a multiple of 32 (a tile row holds 32 bfloat16).

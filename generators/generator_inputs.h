@@ -40,7 +40,7 @@ inline LinearFuncs linear_of_inputs(BufferInput<float, 3>& x, BufferInput<float,
                         {x.dim(0).extent()});
 }
 
-// The arguments of every masked kernel, in the order runtime/src/mask_args.h passes them. A
+// The arguments of every masked kernel, in the order runtime/src/call/mask_args.h passes them. A
 // generator adds them in configure() (so they follow its own inputs) and reads them in generate().
 class MaskArguments {
  public:
