@@ -2,11 +2,11 @@
 // pipeline with a distance score; see generators/sdpa_generator.cpp) on [B, 1, S, D] views.
 #include <cmath>
 #include <string>
-#include <vector>
 
 #include "attention/attention.h"
 #include "call/tensor_util.h"
 #include "call/validate.h"
+#include "execute/half_precision.h"
 #include "kernels/halide_view.h"
 #include "kernels/kernel_choice.h"
 #include "kernels/kernel_table.h"
@@ -63,8 +63,10 @@ Status nadaraya_watson_attention(const TensorView& queries, const TensorView& ke
     detail::write_rows_without_keys(out, options.log_weight_sum);
     return Status::ok_status();
   }
-  std::vector<float> lws_scratch;
-  const TensorView lws = detail::stats_or_scratch(options.log_weight_sum, {B, Sq}, lws_scratch);
+  detail::ScratchFloats lws_scratch;
+  TensorView lws;
+  ATTENTION_RETURN_IF_ERROR(
+      detail::stats_or_scratch(options.log_weight_sum, {B, Sq}, lws_scratch, &lws));
   const float inverse_bandwidth_squared = 1.0f / (options.bandwidth * options.bandwidth);
   const auto kernel = static_cast<int32_t>(options.kernel);
   // Keys farther than the bandwidth get weight 0; a NaN/Inf value there must not reach the row.

@@ -440,11 +440,12 @@ Status run_mod_cpu(const char* mod, const ModKernels& kernels, const ModKernel& 
   }
   const halide_filter_metadata_t& md = *kernel.metadata();
   const detail::CpuKernelInfo& info = detail::cpu_kernel_info();
-  std::vector<float> lse_scratch;
-  KernelTensors t{q, k, v, out,
-                  detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch),
-                  TensorView{}, options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D))),
-                  choice.key_split,
+  detail::ScratchFloats lse_scratch;
+  TensorView lse;
+  ATTENTION_RETURN_IF_ERROR(
+      detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch, &lse));
+  KernelTensors t{q, k, v, out, lse, TensorView{},
+                  options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D))), choice.key_split,
                   // A non-finite v at a hidden key would reach rows through 0 · NaN; prefill's
                   // plain P·V is only safe without them (decode always takes the safe form).
                   choice.prefill && detail::all_finite(v)};

@@ -10,6 +10,7 @@
 #include "call/tensor_util.h"
 #include "call/validate.h"
 #include "execute/attention_weights.h"
+#include "execute/half_precision.h"
 #include "execute/linear.h"
 #include "kernels/halide_view.h"
 #include "kernels/kernel_choice.h"
@@ -95,9 +96,10 @@ Status run_weights(const TensorView& q, const TensorView& k, const TensorView& v
 // then the weights if asked for.
 Status run_dot_form(const TensorView& q, const TensorView& k, const TensorView& v,
                     const TensorView& out, const ScoreFormOptions& options) {
-  std::vector<float> lse_scratch;
-  const TensorView lse =
-      detail::stats_or_scratch(options.logsumexp, {q.shape[0], q.shape[1]}, lse_scratch);
+  detail::ScratchFloats lse_scratch;
+  TensorView lse;
+  ATTENTION_RETURN_IF_ERROR(
+      detail::stats_or_scratch(options.logsumexp, {q.shape[0], q.shape[1]}, lse_scratch, &lse));
   SdpaOptions sdpa;
   sdpa.scale = 1.0f;
   sdpa.mask = options.mask;
@@ -173,8 +175,10 @@ Status additive_attention(const TensorView& q, const TensorView& k, const Tensor
         static_cast<const float*>(weights.score_weight.data)[a * weights.score_weight.strides[0]];
   }
 
-  std::vector<float> lse_scratch;
-  const TensorView lse = detail::stats_or_scratch(options.logsumexp, {s.B, s.Sq}, lse_scratch);
+  detail::ScratchFloats lse_scratch;
+  TensorView lse;
+  ATTENTION_RETURN_IF_ERROR(
+      detail::stats_or_scratch(options.logsumexp, {s.B, s.Sq}, lse_scratch, &lse));
   detail::MaskArgs mask(options.mask, s.B, 1, s.Sq, s.Sk);
   detail::HalideView hq(detail::with_one_head(q_a)), hk(detail::with_one_head(k_a)),
       hv(detail::with_one_head(v)), hout(detail::with_one_head(out)),

@@ -126,15 +126,6 @@ void copy(const TensorView& from, const TensorView& to) {
       }
 }
 
-TensorView stats_or_scratch(const TensorView& requested, std::initializer_list<int64_t> shape,
-                            std::vector<float>& scratch) {
-  if (requested.data != nullptr) return requested;
-  int64_t n = 1;
-  for (int64_t extent : shape) n *= extent;
-  scratch.resize(static_cast<size_t>(n));
-  return TensorView::contiguous(scratch.data(), shape);
-}
-
 TensorView slice(const TensorView& t, int dim, int64_t begin, int64_t count) {
   TensorView view = t;
   view.data = static_cast<char*>(t.data) + begin * t.strides[dim] * dtype_size(t.dtype);

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <initializer_list>
-#include <vector>
 
 #include "attention/attention.h"
 
@@ -24,11 +23,6 @@ void write_rows_without_keys(const TensorView& out, const TensorView& stats);
 
 // Copies a (validated, rank <= 4) fp32 view into another of the same shape, any strides.
 void copy(const TensorView& from, const TensorView& to);
-
-// The kernels always write their row statistics: the caller's view if it asked for them, else a
-// dense scratch view of `shape` backed by `scratch`.
-TensorView stats_or_scratch(const TensorView& requested, std::initializer_list<int64_t> shape,
-                            std::vector<float>& scratch);
 
 // Indices [begin, begin + count) of dimension `dim` of a validated view (any element size; also
 // a CUDA view, whose data is a device address).
