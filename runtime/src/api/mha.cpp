@@ -93,6 +93,20 @@ Status resolve_projections(const MhaWeights& w, const MhaShape& s, Device device
   return Status::ok_status();
 }
 
+// Appends every weight and bias view of `w`, named as the errors name them.
+void append_weight_views(const MhaWeights& w, detail::NamedViews& views) {
+  views.insert(views.end(), {{&w.in_proj_weight, "weights.in_proj_weight"},
+                             {&w.in_proj_bias, "weights.in_proj_bias"},
+                             {&w.q_proj_weight, "weights.q_proj_weight"},
+                             {&w.k_proj_weight, "weights.k_proj_weight"},
+                             {&w.v_proj_weight, "weights.v_proj_weight"},
+                             {&w.q_bias, "weights.q_bias"},
+                             {&w.k_bias, "weights.k_bias"},
+                             {&w.v_bias, "weights.v_bias"},
+                             {&w.out_proj_weight, "weights.out_proj_weight"},
+                             {&w.out_proj_bias, "weights.out_proj_bias"}});
+}
+
 Status check_mha_args(const TensorView& x_q, const TensorView& x_kv, const MhaWeights& w,
                       const TensorView& out, const MhaOptions& o, Device device, MhaShape* shape,
                       Projections* p) {
@@ -130,18 +144,8 @@ Status check_mha_args(const TensorView& x_q, const TensorView& x_kv, const MhaWe
   ATTENTION_RETURN_IF_ERROR(
       detail::check_mask(o.mask, s.B, s.H, s.Sq, s.Sk, device, /*half_additive=*/true));
 
-  detail::NamedViews inputs = {{&x_q, "x_q"},
-                               {&x_kv, "x_kv"},
-                               {&w.in_proj_weight, "weights.in_proj_weight"},
-                               {&w.in_proj_bias, "weights.in_proj_bias"},
-                               {&w.q_proj_weight, "weights.q_proj_weight"},
-                               {&w.k_proj_weight, "weights.k_proj_weight"},
-                               {&w.v_proj_weight, "weights.v_proj_weight"},
-                               {&w.q_bias, "weights.q_bias"},
-                               {&w.k_bias, "weights.k_bias"},
-                               {&w.v_bias, "weights.v_bias"},
-                               {&w.out_proj_weight, "weights.out_proj_weight"},
-                               {&w.out_proj_bias, "weights.out_proj_bias"}};
+  detail::NamedViews inputs = {{&x_q, "x_q"}, {&x_kv, "x_kv"}};
+  append_weight_views(w, inputs);
   detail::append_mask_views(o.mask, inputs);
   ATTENTION_RETURN_IF_ERROR(detail::check_output_memory(out, "out", inputs));
   // Per head [B, H, Sq, Sk], or averaged over heads [B, Sq, Sk].
@@ -174,22 +178,11 @@ Status check_and_plan_mha(const TensorView& x_q, const TensorView& x_kv, const M
   const MaskOptions& m = options.mask;
   detail::Run run = detail::Run::CPU;
   // Lengths and slopes are host tensors in every call (see check_mask).
-  const detail::NamedViews tensors = {{&x_q, "x_q"},
-                                      {&x_kv, "x_kv"},
-                                      {&out, "out"},
-                                      {&weights.in_proj_weight, "weights.in_proj_weight"},
-                                      {&weights.in_proj_bias, "weights.in_proj_bias"},
-                                      {&weights.q_proj_weight, "weights.q_proj_weight"},
-                                      {&weights.k_proj_weight, "weights.k_proj_weight"},
-                                      {&weights.v_proj_weight, "weights.v_proj_weight"},
-                                      {&weights.q_bias, "weights.q_bias"},
-                                      {&weights.k_bias, "weights.k_bias"},
-                                      {&weights.v_bias, "weights.v_bias"},
-                                      {&weights.out_proj_weight, "weights.out_proj_weight"},
-                                      {&weights.out_proj_bias, "weights.out_proj_bias"},
-                                      {&m.bool_mask, "mask.bool_mask"},
-                                      {&m.additive_mask, "mask.additive_mask"},
-                                      {&options.attention_weights, "options.attention_weights"}};
+  detail::NamedViews tensors = {{&x_q, "x_q"}, {&x_kv, "x_kv"}, {&out, "out"}};
+  append_weight_views(weights, tensors);
+  tensors.insert(tensors.end(), {{&m.bool_mask, "mask.bool_mask"},
+                                 {&m.additive_mask, "mask.additive_mask"},
+                                 {&options.attention_weights, "options.attention_weights"}});
   ATTENTION_RETURN_IF_ERROR(detail::resolve_backend(options.backend, tensors, &run));
   ATTENTION_RETURN_IF_ERROR(detail::check_cuda_stream(options.gpu, "options.gpu", run));
   MhaShape& s = *shape;
