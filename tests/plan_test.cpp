@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <random>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "call/small_vector.h"
 #include "kernels/kernel_slots.h"
 #include "kernels/kernel_table.h"
 #include "plan/sdpa_plan.h"
@@ -322,6 +324,27 @@ TEST(SdpaPlan, TableOfCandidates) {
 
 // The half routes name the kernel table's half-KV decode and native bf16 prefill kernels, and
 // a widened call the fp32 kernel of its rest.
+// SmallVector (the inline lists of the plans and checks) against std::vector, inside its inline
+// capacity and past it: appends, inserts at the front and in the middle, clear and reuse.
+TEST(SdpaPlan, SmallVectorMatchesStdVector) {
+  attention::detail::SmallVector<int, 4> small = {1, 2};
+  std::vector<int> want = {1, 2};
+  for (int round = 0; round < 2; ++round) {
+    for (int n = 0; n < 7; ++n) {
+      small.push_back(10 + n);
+      want.push_back(10 + n);
+      small.insert(small.begin(), {-n, -n - 1});
+      want.insert(want.begin(), {-n, -n - 1});
+      small.insert(small.begin() + small.size() / 2, 100 + n);
+      want.insert(want.begin() + static_cast<std::ptrdiff_t>(want.size() / 2), 100 + n);
+      ASSERT_EQ(std::vector<int>(small.begin(), small.end()), want) << round << " " << n;
+    }
+    small.clear();
+    want.clear();
+    EXPECT_TRUE(small.empty());
+  }
+}
+
 // The bucket names the tuned lookup uses, made once, are the contract's for shapes at and beside
 // every bucket edge.
 TEST(SdpaPlan, CachedShapeBucketsAreTheContracts) {

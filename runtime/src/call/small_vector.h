@@ -3,8 +3,10 @@
 // (tests/allocation_test.cpp).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
+#include <initializer_list>
 #include <vector>
 
 namespace attention::detail {
@@ -14,6 +16,7 @@ class SmallVector {
  public:
   SmallVector() = default;
   SmallVector(size_t n, const T& value) { assign(n, value); }
+  SmallVector(std::initializer_list<T> values) { insert(end(), values); }
 
   void assign(size_t n, const T& value) {
     clear();
@@ -31,6 +34,15 @@ class SmallVector {
     heap_.push_back(value);
     ++size_;
   }
+  // Inserts [first, last) before `at` (an element's address, or end()).
+  template <typename It>
+  void insert(T* at, It first, It last) {
+    const size_t offset = static_cast<size_t>(at - begin()), old_size = size_;
+    for (; first != last; ++first) push_back(*first);  // may move the storage: offsets only
+    std::rotate(begin() + offset, begin() + old_size, end());
+  }
+  void insert(T* at, std::initializer_list<T> values) { insert(at, values.begin(), values.end()); }
+  void insert(T* at, const T& value) { insert(at, &value, &value + 1); }
   void clear() {
     size_ = 0;
     heap_.clear();

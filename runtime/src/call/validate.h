@@ -1,13 +1,12 @@
 // Argument checks shared by every entry point. Each returns an error naming the argument.
 #pragma once
 
-#include <cstdlib>
 #include <initializer_list>
-#include <iterator>
 #include <string>
 #include <vector>
 
 #include "attention/attention.h"
+#include "call/small_vector.h"
 
 // Returns the Status of `expr` from the enclosing function unless it is ok.
 #define ATTENTION_RETURN_IF_ERROR(expr)                    \
@@ -62,38 +61,9 @@ struct NamedView {
   const TensorView* view;
   const char* name;
 };
-// A call's named views, held inline: the checks of a call allocate nothing
-// (tests/allocation_test.cpp). At most kCapacity (every entry point names fewer).
-class NamedViews {
- public:
-  static constexpr int kCapacity = 32;
-  NamedViews() = default;
-  NamedViews(std::initializer_list<NamedView> views) { insert(end(), views.begin(), views.end()); }
-  const NamedView* begin() const { return views_; }
-  const NamedView* end() const { return views_ + size_; }
-  NamedView* begin() { return views_; }
-  NamedView* end() { return views_ + size_; }
-  int size() const { return size_; }
-  const NamedView& operator[](int i) const { return views_[i]; }
-  void push_back(const NamedView& view) { insert(end(), &view, &view + 1); }
-  void insert(NamedView* at, const NamedView& view) { insert(at, &view, &view + 1); }
-  void insert(NamedView* at, std::initializer_list<NamedView> views) {
-    insert(at, views.begin(), views.end());
-  }
-  template <typename It>
-  void insert(NamedView* at, It first, It last) {
-    const int n = static_cast<int>(std::distance(first, last)),
-              from = static_cast<int>(at - views_);
-    if (size_ + n > kCapacity) std::abort();  // a programming error: raise kCapacity
-    for (int i = size_ - 1; i >= from; --i) views_[i + n] = views_[i];
-    for (int i = 0; first != last; ++first, ++i) views_[from + i] = *first;
-    size_ += n;
-  }
-
- private:
-  NamedView views_[kCapacity] = {};
-  int size_ = 0;
-};
+// A call's named views, held inline for every entry point's count: the checks of a call allocate
+// nothing (tests/allocation_test.cpp).
+using NamedViews = SmallVector<NamedView, 32>;
 Status check_output_memory(const TensorView& out, const char* name, const NamedViews& others);
 
 // Whether an optional view was given: any data or a rank. A half-filled view is then checked (and
