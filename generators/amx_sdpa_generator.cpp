@@ -29,6 +29,7 @@
 #include "Halide.h"
 #include "algorithm/bfloat16.h"
 #include "attention/generator/math.h"
+#include "schedule/amx_jam.h"
 
 namespace {
 
@@ -60,7 +61,8 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     const Expr D = q.dim(0).extent(), Sk = seq_k;
     const Expr keys = kp.dim(1).extent();  // Sk rounded up to 32
     add_requirement(D % 32 == 0, "sdpa_amx_head: D must be a multiple of 32, got ", D);
-    add_requirement(vp.dim(1).extent() % 16 == 0, "sdpa_amx_head: Dv must be a multiple of 16");
+    add_requirement(vp.dim(1).extent() % 16 == 0 && vp.dim(1).extent() >= 32,
+                    "sdpa_amx_head: Dv must be a multiple of 16, at least 32");
     add_requirement(keys % 32 == 0 && Sk >= 1 && Sk <= keys && vp.dim(2).extent() * 2 == keys,
                     "sdpa_amx_head: kp and vp must hold Sk rounded up to 32 keys");
     add_requirement(q.dim(1).extent() >= query_tile, "sdpa_amx_head: needs at least ",
@@ -78,20 +80,31 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     const Expr log2_scale = scale * float(M_LOG2E);
     rb = RDom(0, keys / 32, "rb");
     RDom r32(0, 32, "r32");
-    const auto visible = [&](const Expr& key) { return key < Sk && key <= i + causal_offset; };
+    // Every key visible (no causal mask, Sk a whole number of 32-key blocks): the schedule
+    // specializes on it, so unmasked calls drop the per-lane test.
+    all_visible_ = causal_offset >= keys && Sk == keys;
+    const auto visible = [&](const Expr& key) {
+      return all_visible_ || (key < Sk && key <= i + causal_offset);
+    };
     const Expr seen = visible(jj + 32 * rb);
     block_max_(jj, i) = float(-INFINITY);
     block_max_(jj, i) = max(block_max_(jj, i),
                             select(seen, stored_scores_(jj, i, rb) * log2_scale, float(-INFINITY)));
     row_max_(i) = maximum(block_max_(r32, i));
 
-    // P in fp32 for the row sum, and rounded to bfloat16 as P·V takes it; zero where hidden. The
-    // coarse exp2 (relative error 2.7e-6) as in the vdpbf16ps kernel.
+    // P in fp32 for the row sum (logsumexp is an output: it takes the unrounded weights), and
+    // rounded to bfloat16 as P·V takes it; zero where hidden. The coarse exp2 (relative error
+    // 2.7e-6) as in the vdpbf16ps kernel. Rounding to nearest with ties toward zero: P is in
+    // [0, 1] or NaN (which stays NaN), so two integer operations instead of round_to_bfloat16's
+    // eight (ties, 1 in 2^16 of values, differ from even by one ulp; + 0x8000 would be matched as
+    // a rounding shift, which x86 emulates in six).
     const Expr weight = select(visible(jj + 32 * jb),
                                attention::math::exp2_nonpositive(
                                    stored_scores_(jj, i, jb) * log2_scale - row_max_(i), true),
                                0.0f);
-    weights_(jj, i, jb) = Tuple(weight, attention_gen::round_to_bfloat16(weight));
+    const Expr rounded = reinterpret(
+        BFloat(16), cast<uint16_t>((reinterpret<uint32_t>(weight) + 0x7fff) >> 16));
+    weights_(jj, i, jb) = Tuple(weight, rounded);
     block_sum_(jj, i) = 0.0f;
     block_sum_(jj, i) += weights_(jj, i, rb)[0];
     row_sum_(i) = sum(block_sum_(r32, i));
@@ -117,7 +130,9 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     lse.split(i, io, ii, QT, TailStrategy::ShiftInwards).parallel(io);
     lse.compute_with(out, io);
 
-    // Q·Kᵀ: one 16 × 16 fp32 accumulator tile at a time, 32 features per tdpbf16ps.
+    // Q·Kᵀ: 2 × 2 tiles of 16 rows × 16 keys per block of 32 keys, 32 features per tdpbf16ps;
+    // the constant tile loops are jammed into the feature loop (schedule/amx_jam.h), four
+    // accumulators in flight.
     stored_scores_.compute_at(out, io)
         .bound_extent(jj, 32)
         .bound_extent(i, QT)
@@ -129,21 +144,28 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     scores_.update().reorder(rd.x, jj, i, rd.y).atomic().vectorize(rd.x).vectorize(jj).vectorize(i);
 
     block_max_.compute_at(out, io).vectorize(jj, 16);
-    block_max_.update().reorder(jj, i, rb).vectorize(jj, 16);
+    block_max_.update().reorder(jj, i, rb).vectorize(jj, 16).specialize(all_visible_);
     row_max_.compute_at(out, io);
     weights_.compute_at(out, io).bound_extent(jj, 32).bound_extent(i, QT).vectorize(jj, 16);
+    weights_.specialize(all_visible_);
     block_sum_.compute_at(out, io).vectorize(jj, 16);
     block_sum_.update().reorder(jj, i, rb).vectorize(jj, 16);
     row_sum_.compute_at(out, io);
 
-    // P·V: 16 rows × 16 values per tile, 32 keys per tdpbf16ps.
+    // P·V: 2 × 2 tiles of 16 rows × 16 values per 32 values (the last block shifted inwards,
+    // hence Dv >= 32), 32 keys per tdpbf16ps, jammed as Q·Kᵀ.
+    Var co("co"), ci("ci");
     stored_pv_.compute_at(out, io)
         .bound_extent(i, QT)
         .tile(c, i, xi, yi, 16, 16)
+        .split(c, co, ci, 2, TailStrategy::ShiftInwards)
+        .reorder(xi, yi, ci, i, co)
         .vectorize(xi)
         .vectorize(yi);
-    pv_.compute_at(stored_pv_, c).store_in(MemoryType::AMXTile).vectorize(c).vectorize(i);
+    pv_.compute_at(stored_pv_, ci).store_in(MemoryType::AMXTile).vectorize(c).vectorize(i);
     pv_.update().reorder(rj.x, c, i, rj.y).atomic().vectorize(rj.x).vectorize(c).vectorize(i);
+
+    get_pipeline().add_custom_lowering_pass(new attention_gen::AmxUnrollAndJam);
 
     q.set_estimates({{0, 64}, {0, 512}});
     kp.set_estimates({{0, 2}, {0, 512}, {0, 32}});
@@ -161,6 +183,7 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
   Func scores_{"scores"}, stored_scores_, block_max_{"block_max"}, row_max_{"row_max"};
   Func weights_{"weights"}, block_sum_{"block_sum"}, row_sum_{"row_sum"};
   Func pv_{"pv"}, stored_pv_;
+  Expr all_visible_;
 };
 
 }  // namespace

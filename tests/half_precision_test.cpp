@@ -429,9 +429,9 @@ bool cpu_has_amx_bf16() {
 }
 
 // The AMX kernel (sdpa_bf16_amx_prefill) where the CPU has AMX, the vdpbf16ps kernel for the
-// shapes its tiles do not take (Sq < 32, D off 32, Dv off 16, Sk > 8192). Its own cases: 32-row
+// shapes its tiles do not take (Sq < 32, D off 32, Dv off 16 or under 32, Sk > 8192). Its own cases: 32-row
 // work items with the last one shifted inwards (Sq 32, 33, 97, 131), one key and keys off whole
-// 32-key blocks, GQA and MQA, D 32/64/128 with Dv 16 to 128, strided and interleaved layouts.
+// 32-key blocks, GQA and MQA, D 32/64/128 with Dv 32 to 128 (48: the last pair of 16-value tiles shifted inwards), strided and interleaved layouts.
 TEST(Bf16Prefill, AmxKernelMatchesReference) {
   const char* env = std::getenv("ATTENTION_CPU_AMX");
   const bool amx = cpu_has_amx_bf16() && !(env != nullptr && std::string(env) == "0");
@@ -455,7 +455,7 @@ TEST(Bf16Prefill, AmxKernelMatchesReference) {
           sdpa_case(1, 2, 2, 32, 1, 64, 64).with_logsumexp(),
           sdpa_case(1, 3, 3, 33, 31, 128, 128).with_logsumexp(),
           sdpa_case(2, 4, 2, 97, 77, 64, 48).with_logsumexp(),
-          sdpa_case(1, 4, 1, 131, 523, 32, 16).layout(Layout::kPadded),
+          sdpa_case(1, 4, 1, 131, 523, 32, 32).layout(Layout::kPadded),
           sdpa_case(2, 2, 2, 64, 129, 64, 64)
               .layouts(Layout::kBSHD, Layout::kSHBD, Layout::kDense, Layout::kPadded)
               .with_logsumexp(),

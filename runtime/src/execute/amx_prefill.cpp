@@ -60,7 +60,7 @@ bool amx_enabled() {
 const char* amx_prefill_kernel_name() { return "sdpa_bf16_amx_prefill"; }
 
 bool amx_prefill_serves(int64_t Sq, int64_t Sk, int64_t D, int64_t Dv) {
-  if (D % 32 != 0 || D <= 0 || Dv % 16 != 0 || Dv <= 0 || Sq < 32 || Sk < 1 || Sk > kAmxMaxKeys ||
+  if (D % 32 != 0 || D <= 0 || Dv % 16 != 0 || Dv < 32 || Sq < 32 || Sk < 1 || Sk > kAmxMaxKeys ||
       !amx_enabled()) {
     return false;
   }
