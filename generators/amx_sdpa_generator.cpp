@@ -57,7 +57,11 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
         << get_target().to_string() << "\n";
     for (int d = 0; d < 2; ++d) q.dim(d).set_min(0);
     for (int d = 0; d < 3; ++d) kp.dim(d).set_min(0), vp.dim(d).set_min(0);
+    // The tile loads read 64 contiguous bytes a row: a key's pair of features (kp), a pair of
+    // keys' values (vp) and q's features next to each other.
     q.dim(0).set_stride(1);
+    kp.dim(0).set_stride(1), kp.dim(1).set_stride(2);
+    vp.dim(0).set_stride(1), vp.dim(1).set_stride(2);
     const Expr D = q.dim(0).extent(), Sk = seq_k;
     const Expr keys = kp.dim(1).extent();  // Sk rounded up to 32
     add_requirement(D % 32 == 0, "sdpa_amx_head: D must be a multiple of 32, got ", D);

@@ -11,6 +11,8 @@
 # OPENBLAS_CORETYPE (set on some machines, e.g. to Haswell, where older OpenBLAS builds crash) is
 # unset for the benchmark alone, so the OpenBLAS peer runs the best kernels it has for this CPU (the
 # context line names them); ATTENTION_BENCH_KEEP_CORETYPE=1 keeps it. Tests and CI keep it as it is.
+# ATTENTION_BENCH_PEERS=1 also times PyTorch's and OpenVINO's CPU SDPA on the prefill shapes
+# (scripts/cpu_peers.sh: installs them in .venv-peers on first use) into $BUILD_DIR/peers.json.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build_dir=${BUILD_DIR:-$root/build}
@@ -22,6 +24,9 @@ ATTENTION_BENCH_THREADS=$threads "$build_dir/bench/sdpa_bench" \
   --benchmark_out="$build_dir/bench.json" --benchmark_out_format=json "$@"
 ATTENTION_BENCH_THREADS=1 "$build_dir/bench/sdpa_bench" \
   --benchmark_out="$build_dir/bench-1thread.json" --benchmark_out_format=json "$@"
+if [[ ${ATTENTION_BENCH_PEERS:-0} == 1 ]]; then
+  "$root/scripts/cpu_peers.sh" --threads "$threads" --json "$build_dir/peers.json"
+fi
 python3 "$root/bench/table.py" "$build_dir/bench.json" "$build_dir/bench-1thread.json"
 python3 "$root/bench/plot.py" "$build_dir/bench.json" "$build_dir/bench-1thread.json" \
   -o "$root/bench/sdpa_gflops.png"
