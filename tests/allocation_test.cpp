@@ -271,6 +271,28 @@ TEST(Allocations, MhaAndHalfCallsInSteadyStateAllocateNothing) {
             0);
   // Every value row is all ones, so every output is 1.0.
   EXPECT_TRUE(std::all_of(out16.begin(), out16.end(), [](uint16_t h) { return h == 0x3c00; }));
+
+  // BFloat16 prefill, 1x4x61x67x64 unmasked and causal: the AMX kernel's packed k and v where the
+  // CPU has AMX, the vdpbf16ps kernel or the widening route elsewhere.
+  std::vector<uint16_t> qb(static_cast<size_t>(H * Sq * D), 0x3f80),  // 1.0
+      kb(static_cast<size_t>(H * Sk * D), 0x3f00),                    // 0.5
+      vb(static_cast<size_t>(H * Sk * D), 0x3f80), outb(static_cast<size_t>(H * Sq * D));
+  const auto bf16 = [](std::vector<uint16_t>& data, int64_t rows) {
+    return TensorView::contiguous(data.data(), attention::DType::BFloat16, {1, 4, rows, 64});
+  };
+  for (const attention::Causal causal : {attention::Causal::None, attention::Causal::TopLeft}) {
+    attention::SdpaOptions options;
+    options.mask.causal = causal;
+    calls = 0;
+    EXPECT_EQ(allocations_in_steady_state([&] {
+                if (++calls == 9) std::fill(outb.begin(), outb.end(), uint16_t{0x7fc0});  // NaN
+                return attention::scaled_dot_product_attention(bf16(qb, Sq), bf16(kb, Sk),
+                                                               bf16(vb, Sk), bf16(outb, Sq),
+                                                               options);
+              }),
+              0);
+    EXPECT_TRUE(std::all_of(outb.begin(), outb.end(), [](uint16_t h) { return h == 0x3f80; }));
+  }
 }
 
 }  // namespace

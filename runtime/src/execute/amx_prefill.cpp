@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "call/validate.h"
+#include "execute/half_precision.h"
 #include "kernels/generated_kernels.h"
 #include "kernels/halide_view.h"
 #include "kernels/kernel_table.h"
@@ -137,16 +138,33 @@ int run_kv_head(void* /*user_context*/, int task, uint8_t* closure) {
   // kp's rows (a pair of features over all keys) a cache line longer than the keys: rows exactly
   // a multiple of 4 KiB apart put the 16 rows of a tile load in one L1 set, which holds 12.
   const int64_t kp_row = keys * 2 + 32;
-  std::vector<uint16_t> kp(size_t(kp_row) * (D / 2), 0), vp(size_t(keys) * Dv, 0);
+  // Both from halide_malloc's per-thread cache: a call in steady state allocates nothing.
+  const int64_t kp_size = kp_row * (D / 2), vp_size = keys * Dv;
+  ScratchInts storage;
+  Status allocated = allocate_ints((kp_size + vp_size + 1) / 2,
+                                   "the AMX prefill's packed k and v", storage);
+  if (!allocated.ok()) {
+    const std::lock_guard<std::mutex> lock(call.mutex);
+    if (call.status.ok()) call.status = std::move(allocated);
+    return -1;
+  }
+  uint16_t* kp = reinterpret_cast<uint16_t*>(storage.get());
+  uint16_t* vp = kp + kp_size;
+  // Zeros for the keys past Sk (the pair holding the last key included); the rows' padding is
+  // never read.
+  for (int64_t dp = 0; dp < D / 2; ++dp) {
+    std::memset(kp + dp * kp_row + Sk * 2, 0, size_t(keys - Sk) * 2 * sizeof(uint16_t));
+  }
+  std::memset(vp + (Sk / 2) * Dv * 2, 0, size_t(keys / 2 - Sk / 2) * Dv * 2 * sizeof(uint16_t));
   const uint16_t* kh = static_cast<const uint16_t*>(k.data) + b * k.strides[0] + hk * k.strides[1];
   const uint16_t* vh = static_cast<const uint16_t*>(v.data) + b * v.strides[0] + hk * v.strides[1];
   for (int64_t j = 0; j < Sk; ++j) {
     const uint16_t* krow = kh + j * k.strides[2];
     for (int64_t dp = 0; dp < D / 2; ++dp) {
-      std::memcpy(&kp[size_t(dp * kp_row + j * 2)], krow + 2 * dp, 2 * sizeof(uint16_t));
+      std::memcpy(kp + dp * kp_row + j * 2, krow + 2 * dp, 2 * sizeof(uint16_t));
     }
     const uint16_t* vrow = vh + j * v.strides[2];
-    uint16_t* vdst = &vp[size_t((j / 2) * Dv * 2 + (j % 2))];
+    uint16_t* vdst = vp + (j / 2) * Dv * 2 + (j % 2);
     for (int64_t c = 0; c < Dv; ++c) vdst[2 * c] = vrow[c];
   }
   // Rows [r0, r1) of query head h over the first `seen` keys (the packed buffers cropped to them,
@@ -154,8 +172,8 @@ int run_kv_head(void* /*user_context*/, int task, uint8_t* closure) {
   const auto run_rows = [&](int64_t h, int64_t r0, int64_t r1, int64_t seen, int64_t offset) {
     const int64_t cropped = (seen + 31) / 32 * 32;
     HalideView hkp(
-        TensorView::strided(kp.data(), DType::BFloat16, {D / 2, cropped, 2}, {kp_row, 2, 1}));
-    HalideView hvp(TensorView::contiguous(vp.data(), DType::BFloat16, {cropped / 2, Dv, 2}));
+        TensorView::strided(kp, DType::BFloat16, {D / 2, cropped, 2}, {kp_row, 2, 1}));
+    HalideView hvp(TensorView::contiguous(vp, DType::BFloat16, {cropped / 2, Dv, 2}));
     TensorView qh = q, oh = out32, lh = lse;
     qh.data =
         static_cast<uint16_t*>(q.data) + b * q.strides[0] + h * q.strides[1] + r0 * q.strides[2];
