@@ -4,8 +4,11 @@
 //
 // Inputs, all bfloat16, every min 0:
 //   q  (d, i)     one head's queries, D a multiple of 32 (a tile row holds 32 bfloat16).
-//   kp (p, j, dp) keys in AMX's VNNI layout: kp(p, j, dp) = k(2 dp + p, j), zeros for j >= Sk;
-//                 j spans Sk rounded up to 32.
+//   kp (p, j, dp) keys in AMX's VNNI layout, one 16-key tile after another: key 16 t + l's
+//                 features 2 dp + p at kp(p, l + 8 D t, dp), strides (1, 2, 32), so each
+//                 tile is D/2 rows of 64 contiguous bytes (16 D values in a row); zeros for
+//                 keys past Sk, to Sk rounded up to 32. (A tile index of its own, a fourth
+//                 dimension, is a term Halide 21's AMX matcher does not fold.)
 //   vp (p, c, jp) values in the VNNI layout: vp(p, c, jp) = v(c, 2 jp + p), zeros for keys past
 //                 Sk; c spans Dv, a multiple of 16 (one accumulator tile's columns).
 //   scale, seq_k (Sk >= 1), causal_offset (row i sees keys j <= i + causal_offset).
@@ -63,22 +66,28 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     kp.dim(0).set_stride(1), kp.dim(1).set_stride(2);
     vp.dim(0).set_stride(1), vp.dim(1).set_stride(2);
     const Expr D = q.dim(0).extent(), Sk = seq_k;
-    const Expr keys = kp.dim(1).extent();  // Sk rounded up to 32
+    const Expr keys = keys_ = vp.dim(2).extent() * 2;  // Sk rounded up to 32
     add_requirement(D % 32 == 0, "sdpa_amx_head: D must be a multiple of 32, got ", D);
     add_requirement(vp.dim(1).extent() % 16 == 0 && vp.dim(1).extent() >= 32,
                     "sdpa_amx_head: Dv must be a multiple of 16, at least 32");
-    add_requirement(keys % 32 == 0 && Sk >= 1 && Sk <= keys && vp.dim(2).extent() * 2 == keys,
+    add_requirement(keys % 32 == 0 && Sk >= 1 && Sk <= keys &&
+                        kp.dim(1).extent() >= (D / 2) * 16 * (keys / 16 - 1) + 16 &&
+                        kp.dim(2).extent() == D / 2,
                     "sdpa_amx_head: kp and vp must hold Sk rounded up to 32 keys");
     add_requirement(q.dim(1).extent() >= query_tile, "sdpa_amx_head: needs at least ",
                     Expr(int(query_tile)), " query rows");
 
-    // scores(jj, i, jb) = Σ_d q(d, i) k(d, 32 jb + jj): blocks of 32 keys.
+    // scores(l, i, t) = Σ_d q(d, i) k(d, 16 t + l): tiles of 16 keys, as kp holds them; the
+    // softmax reads them as blocks of 32 keys, S(jj, i, jb).
     rd = RDom(0, 32, 0, D / 32, "rd");
     const Expr d = rd.x + 32 * rd.y;
     scores_(jj, i, jb) = 0.0f;
     scores_(jj, i, jb) +=
-        cast<float>(cast<float>(q(d, i))) * cast<float>(kp(d % 2, jj + 32 * jb, d / 2));
+        cast<float>(cast<float>(q(d, i))) * cast<float>(kp(d % 2, jj + (D / 2) * 16 * jb, d / 2));
     stored_scores_ = scores_.in();
+    const auto S = [&](const Expr& key, const Expr& row, const Expr& block) {
+      return stored_scores_(key % 16, row, 2 * block + key / 16);
+    };
 
     // The row max and the weights in the log2 domain of the scaled scores (scale may be negative).
     const Expr log2_scale = scale * float(M_LOG2E);
@@ -93,7 +102,7 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     const Expr seen = visible(jj + 32 * rb);
     block_max_(jj, i) = float(-INFINITY);
     block_max_(jj, i) = max(block_max_(jj, i),
-                            select(seen, stored_scores_(jj, i, rb) * log2_scale, float(-INFINITY)));
+                            select(seen, S(jj, i, rb) * log2_scale, float(-INFINITY)));
     row_max_(i) = maximum(block_max_(r32, i));
 
     // P in fp32 for the row sum (logsumexp is an output: it takes the unrounded weights), and
@@ -104,7 +113,7 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     // a rounding shift, which x86 emulates in six).
     const Expr weight = select(visible(jj + 32 * jb),
                                attention::math::exp2_nonpositive(
-                                   stored_scores_(jj, i, jb) * log2_scale - row_max_(i), true),
+                                   S(jj, i, jb) * log2_scale - row_max_(i), true),
                                0.0f);
     const Expr rounded = reinterpret(
         BFloat(16), cast<uint16_t>((reinterpret<uint32_t>(weight) + 0x7fff) >> 16));
@@ -127,24 +136,31 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
 
   void schedule() {
     const int QT = query_tile;
-    Var io("io"), ii("ii"), xi("xi"), yi("yi");
+    Var io("io"), ii("ii"), xi("xi"), yi("yi"), yo("yo");
     // Work items: tiles of QT rows; the last one shifted inwards (hence Sq >= QT).
     out.split(i, io, ii, QT, TailStrategy::ShiftInwards).reorder(c, ii, io).parallel(io);
     out.vectorize(c, 16);
     lse.split(i, io, ii, QT, TailStrategy::ShiftInwards).parallel(io);
     lse.compute_with(out, io);
 
-    // Q·Kᵀ: 2 × 2 tiles of 16 rows × 16 keys per block of 32 keys, 32 features per tdpbf16ps;
-    // the constant tile loops are jammed into the feature loop (schedule/amx_jam.h), four
+    // Q·Kᵀ: 2 × 2 tiles of 16 rows × 16 keys (two key tiles), 32 features per tdpbf16ps; the
+    // constant tile loops are jammed into the feature loop (schedule/amx_jam.h), four
     // accumulators in flight.
+    Var to("to"), ti("ti");
+    // Stored row-major, a row of keys per query, each row 16 keys longer than the keys: rows a
+    // multiple of 4 KiB apart would put a tile store's 16 rows in one L1 set (12 ways), and a
+    // stride of 16 floats would make the tile one run of 256 (Halide 21 stores only a 2-D tile).
     stored_scores_.compute_at(out, io)
-        .bound_extent(jj, 32)
+        .bound_extent(jj, 16)
         .bound_extent(i, QT)
-        .reorder(jj, i, jb)
-        .tile(jj, i, xi, yi, 16, 16)
-        .vectorize(xi)
+        .reorder_storage(jj, jb, i)
+        .bound_storage(jb, keys_ / 16 + 1)
+        .split(jb, to, ti, 2)
+        .split(i, yo, yi, 16)
+        .reorder(jj, yi, ti, yo, to)
+        .vectorize(jj)
         .vectorize(yi);
-    scores_.compute_at(stored_scores_, jj).store_in(MemoryType::AMXTile).vectorize(jj).vectorize(i);
+    scores_.compute_at(stored_scores_, ti).store_in(MemoryType::AMXTile).vectorize(jj).vectorize(i);
     scores_.update().reorder(rd.x, jj, i, rd.y).atomic().vectorize(rd.x).vectorize(jj).vectorize(i);
 
     block_max_.compute_at(out, io).vectorize(jj, 16);
@@ -187,7 +203,7 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
   Func scores_{"scores"}, stored_scores_, block_max_{"block_max"}, row_max_{"row_max"};
   Func weights_{"weights"}, block_sum_{"block_sum"}, row_sum_{"row_sum"};
   Func pv_{"pv"}, stored_pv_;
-  Expr all_visible_;
+  Expr all_visible_, keys_;
 };
 
 }  // namespace

@@ -125,9 +125,10 @@ struct AmxCall {
 };
 
 // A batch's kv head: its K and V packed into AMX's VNNI layout, then one kernel call per query
-// head of its group. kp(p, j, dp) = k(2 dp + p, j): pairs of features, a key per 32-bit word, as
-// tdpbf16ps's right operand takes them; vp(p, c, jp) = v(c, 2 jp + p): pairs of keys. Zeros past
-// Sk, to 32 keys.
+// head of its group. K in tiles of 16 keys, each D/2 rows of 64 contiguous bytes: key 16 t + l's
+// features 2 dp + p at kp[16 D t + 32 dp + 2 l + p] (pairs of features, a key per 32-bit word,
+// as tdpbf16ps's right operand takes them); vp(p, c, jp) = v(c, 2 jp + p): pairs of keys. Zeros
+// past Sk, to 32 keys.
 int run_kv_head(void* /*user_context*/, int task, uint8_t* closure) {
   AmxCall& call = *reinterpret_cast<AmxCall*>(closure);
   const TensorView &q = *call.q, &k = *call.k, &v = *call.v, &out32 = *call.out32, &lse = *call.lse;
@@ -135,11 +136,8 @@ int run_kv_head(void* /*user_context*/, int task, uint8_t* closure) {
   const int64_t Hkv = k.shape[1], Sk = k.shape[2], Dv = v.shape[3];
   const int64_t keys = (Sk + 31) / 32 * 32, group = H / Hkv;
   const int64_t b = task / Hkv, hk = task % Hkv;
-  // kp's rows (a pair of features over all keys) a cache line longer than the keys: rows exactly
-  // a multiple of 4 KiB apart put the 16 rows of a tile load in one L1 set, which holds 12.
-  const int64_t kp_row = keys * 2 + 32;
   // Both from halide_malloc's per-thread cache: a call in steady state allocates nothing.
-  const int64_t kp_size = kp_row * (D / 2), vp_size = keys * Dv;
+  const int64_t kp_size = keys * D, vp_size = keys * Dv;
   ScratchInts storage;
   Status allocated = allocate_ints((kp_size + vp_size + 1) / 2,
                                    "the AMX prefill's packed k and v", storage);
@@ -150,10 +148,10 @@ int run_kv_head(void* /*user_context*/, int task, uint8_t* closure) {
   }
   uint16_t* kp = reinterpret_cast<uint16_t*>(storage.get());
   uint16_t* vp = kp + kp_size;
-  // Zeros for the keys past Sk (the pair holding the last key included); the rows' padding is
-  // never read.
-  for (int64_t dp = 0; dp < D / 2; ++dp) {
-    std::memset(kp + dp * kp_row + Sk * 2, 0, size_t(keys - Sk) * 2 * sizeof(uint16_t));
+  // Zeros for the keys past Sk (the pair holding the last key included).
+  const auto kp_at = [&](int64_t j, int64_t dp) { return kp + 16 * D * (j / 16) + 32 * dp + 2 * (j % 16); };
+  for (int64_t j = Sk; j < keys; ++j) {
+    for (int64_t dp = 0; dp < D / 2; ++dp) std::memset(kp_at(j, dp), 0, 2 * sizeof(uint16_t));
   }
   std::memset(vp + (Sk / 2) * Dv * 2, 0, size_t(keys / 2 - Sk / 2) * Dv * 2 * sizeof(uint16_t));
   const uint16_t* kh = static_cast<const uint16_t*>(k.data) + b * k.strides[0] + hk * k.strides[1];
@@ -161,7 +159,7 @@ int run_kv_head(void* /*user_context*/, int task, uint8_t* closure) {
   for (int64_t j = 0; j < Sk; ++j) {
     const uint16_t* krow = kh + j * k.strides[2];
     for (int64_t dp = 0; dp < D / 2; ++dp) {
-      std::memcpy(kp + dp * kp_row + j * 2, krow + 2 * dp, 2 * sizeof(uint16_t));
+      std::memcpy(kp_at(j, dp), krow + 2 * dp, 2 * sizeof(uint16_t));
     }
     const uint16_t* vrow = vh + j * v.strides[2];
     uint16_t* vdst = vp + (j / 2) * Dv * 2 + (j % 2);
@@ -171,8 +169,9 @@ int run_kv_head(void* /*user_context*/, int task, uint8_t* closure) {
   // rounded up to 32).
   const auto run_rows = [&](int64_t h, int64_t r0, int64_t r1, int64_t seen, int64_t offset) {
     const int64_t cropped = (seen + 31) / 32 * 32;
-    HalideView hkp(
-        TensorView::strided(kp, DType::BFloat16, {D / 2, cropped, 2}, {kp_row, 2, 1}));
+    // kp as the kernel indexes it: (p, l + 8 D t, dp), strides (1, 2, 32).
+    HalideView hkp(TensorView::strided(kp, DType::BFloat16, {D / 2, 8 * D * (cropped / 16 - 1) + 16, 2},
+                                       {32, 2, 1}));
     HalideView hvp(TensorView::contiguous(vp, DType::BFloat16, {cropped / 2, Dv, 2}));
     TensorView qh = q, oh = out32, lh = lse;
     qh.data =
