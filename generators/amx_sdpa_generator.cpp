@@ -101,8 +101,8 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     };
     const Expr seen = visible(jj + 32 * rb);
     block_max_(jj, i) = float(-INFINITY);
-    block_max_(jj, i) = max(block_max_(jj, i),
-                            select(seen, S(jj, i, rb) * log2_scale, float(-INFINITY)));
+    block_max_(jj, i) =
+        max(block_max_(jj, i), select(seen, S(jj, i, rb) * log2_scale, float(-INFINITY)));
     row_max_(i) = maximum(block_max_(r32, i));
 
     // P in fp32 for the row sum (logsumexp is an output: it takes the unrounded weights), and
@@ -111,12 +111,11 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     // [0, 1] or NaN (which stays NaN), so two integer operations instead of round_to_bfloat16's
     // eight (ties, 1 in 2^16 of values, differ from even by one ulp; + 0x8000 would be matched as
     // a rounding shift, which x86 emulates in six).
-    const Expr weight = select(visible(jj + 32 * jb),
-                               attention::math::exp2_nonpositive(
-                                   S(jj, i, jb) * log2_scale - row_max_(i), true),
-                               0.0f);
-    const Expr rounded = reinterpret(
-        BFloat(16), cast<uint16_t>((reinterpret<uint32_t>(weight) + 0x7fff) >> 16));
+    const Expr weight = select(
+        visible(jj + 32 * jb),
+        attention::math::exp2_nonpositive(S(jj, i, jb) * log2_scale - row_max_(i), true), 0.0f);
+    const Expr rounded =
+        reinterpret(BFloat(16), cast<uint16_t>((reinterpret<uint32_t>(weight) + 0x7fff) >> 16));
     weights_(jj, i, jb) = Tuple(weight, rounded);
     block_sum_(jj, i) = 0.0f;
     block_sum_(jj, i) += weights_(jj, i, rb)[0];

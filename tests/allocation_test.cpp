@@ -286,9 +286,8 @@ TEST(Allocations, MhaAndHalfCallsInSteadyStateAllocateNothing) {
     calls = 0;
     EXPECT_EQ(allocations_in_steady_state([&] {
                 if (++calls == 9) std::fill(outb.begin(), outb.end(), uint16_t{0x7fc0});  // NaN
-                return attention::scaled_dot_product_attention(bf16(qb, Sq), bf16(kb, Sk),
-                                                               bf16(vb, Sk), bf16(outb, Sq),
-                                                               options);
+                return attention::scaled_dot_product_attention(
+                    bf16(qb, Sq), bf16(kb, Sk), bf16(vb, Sk), bf16(outb, Sq), options);
               }),
               0);
     EXPECT_TRUE(std::all_of(outb.begin(), outb.end(), [](uint16_t h) { return h == 0x3f80; }));

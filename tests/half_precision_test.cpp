@@ -429,9 +429,10 @@ bool cpu_has_amx_bf16() {
 }
 
 // The AMX kernel (sdpa_bf16_amx_prefill) where the CPU has AMX, the vdpbf16ps kernel for the
-// shapes its tiles do not take (Sq < 32, D off 32, Dv off 16 or under 32, Sk > 8192). Its own cases: 32-row
-// work items with the last one shifted inwards (Sq 32, 33, 97, 131), one key and keys off whole
-// 32-key blocks, GQA and MQA, D 32/64/128 with Dv 32 to 128 (48: the last pair of 16-value tiles shifted inwards), strided and interleaved layouts.
+// shapes its tiles do not take (Sq < 32, D off 32, Dv off 16 or under 32, Sk > 8192). Its own
+// cases: 32-row work items with the last one shifted inwards (Sq 32, 33, 97, 131), one key and keys
+// off whole 32-key blocks, GQA and MQA, D 32/64/128 with Dv 32 to 128 (48: the last pair of
+// 16-value tiles shifted inwards), strided and interleaved layouts.
 TEST(Bf16Prefill, AmxKernelMatchesReference) {
   const char* env = std::getenv("ATTENTION_CPU_AMX");
   const bool amx = cpu_has_amx_bf16() && !(env != nullptr && std::string(env) == "0");

@@ -81,7 +81,7 @@ class AmxUnrollAndJam : public Halide::Internal::IRMutator {
     std::string name;
     Stmt zero;
     const Halide::Internal::For* loop = nullptr;
-    Stmt loop_stmt;  // keeps `loop` alive
+    Stmt loop_stmt;           // keeps `loop` alive
     Stmt update;              // the loop's body: acc = tile_matmul(...)
     std::vector<Stmt> after;  // tile_store and anything else after the loop, frees dropped
   };
@@ -243,13 +243,11 @@ class AmxUnrollAndJam : public Halide::Internal::IRMutator {
         return Allocate::make(to_, op->type, op->memory_type, op->extents, op->condition, op->body,
                               op->new_expr, op->free_function, op->padding);
       }
-      Stmt visit(const Free* op) override {
-        return op->name == from_ ? Free::make(to_) : Stmt(op);
-      }
+      Stmt visit(const Free* op) override { return op->name == from_ ? Free::make(to_) : Stmt(op); }
       Expr visit(const Variable* op) override {
-        return op->name == from_ ? Variable::make(op->type, to_, op->image, op->param,
-                                                  op->reduction_domain)
-                                 : Expr(op);
+        return op->name == from_
+                   ? Variable::make(op->type, to_, op->image, op->param, op->reduction_domain)
+                   : Expr(op);
       }
     };
     return Rename(from, to).mutate(s);

@@ -139,8 +139,8 @@ int run_kv_head(void* /*user_context*/, int task, uint8_t* closure) {
   // Both from halide_malloc's per-thread cache: a call in steady state allocates nothing.
   const int64_t kp_size = keys * D, vp_size = keys * Dv;
   ScratchInts storage;
-  Status allocated = allocate_ints((kp_size + vp_size + 1) / 2,
-                                   "the AMX prefill's packed k and v", storage);
+  Status allocated =
+      allocate_ints((kp_size + vp_size + 1) / 2, "the AMX prefill's packed k and v", storage);
   if (!allocated.ok()) {
     const std::lock_guard<std::mutex> lock(call.mutex);
     if (call.status.ok()) call.status = std::move(allocated);
@@ -149,29 +149,46 @@ int run_kv_head(void* /*user_context*/, int task, uint8_t* closure) {
   uint16_t* kp = reinterpret_cast<uint16_t*>(storage.get());
   uint16_t* vp = kp + kp_size;
   // Zeros for the keys past Sk (the pair holding the last key included).
-  const auto kp_at = [&](int64_t j, int64_t dp) { return kp + 16 * D * (j / 16) + 32 * dp + 2 * (j % 16); };
+  const auto kp_at = [&](int64_t j, int64_t dp) {
+    return kp + 16 * D * (j / 16) + 32 * dp + 2 * (j % 16);
+  };
   for (int64_t j = Sk; j < keys; ++j) {
     for (int64_t dp = 0; dp < D / 2; ++dp) std::memset(kp_at(j, dp), 0, 2 * sizeof(uint16_t));
   }
   std::memset(vp + (Sk / 2) * Dv * 2, 0, size_t(keys / 2 - Sk / 2) * Dv * 2 * sizeof(uint16_t));
   const uint16_t* kh = static_cast<const uint16_t*>(k.data) + b * k.strides[0] + hk * k.strides[1];
   const uint16_t* vh = static_cast<const uint16_t*>(v.data) + b * v.strides[0] + hk * v.strides[1];
+  // A key's feature pairs as 32-bit words into its tile's column, then each pair of value rows
+  // interleaved into 32-bit words (a loop the compiler vectorizes).
   for (int64_t j = 0; j < Sk; ++j) {
     const uint16_t* krow = kh + j * k.strides[2];
+    uint16_t* column = kp_at(j, 0);
     for (int64_t dp = 0; dp < D / 2; ++dp) {
-      std::memcpy(kp_at(j, dp), krow + 2 * dp, 2 * sizeof(uint16_t));
+      uint32_t pair;
+      std::memcpy(&pair, krow + 2 * dp, sizeof(pair));
+      std::memcpy(column + 32 * dp, &pair, sizeof(pair));
     }
-    const uint16_t* vrow = vh + j * v.strides[2];
-    uint16_t* vdst = vp + (j / 2) * Dv * 2 + (j % 2);
-    for (int64_t c = 0; c < Dv; ++c) vdst[2 * c] = vrow[c];
+  }
+  for (int64_t jp = 0; jp < (Sk + 1) / 2; ++jp) {
+    const uint16_t* row0 = vh + 2 * jp * v.strides[2];
+    const uint16_t* row1 = 2 * jp + 1 < Sk ? row0 + v.strides[2] : nullptr;
+    uint16_t* dst = vp + jp * Dv * 2;
+    if (row1 == nullptr) {
+      for (int64_t c = 0; c < Dv; ++c) dst[2 * c] = row0[c], dst[2 * c + 1] = 0;
+      continue;
+    }
+    for (int64_t c = 0; c < Dv; ++c) {
+      const uint32_t pair = uint32_t(row0[c]) | uint32_t(row1[c]) << 16;
+      std::memcpy(dst + 2 * c, &pair, sizeof(pair));
+    }
   }
   // Rows [r0, r1) of query head h over the first `seen` keys (the packed buffers cropped to them,
   // rounded up to 32).
   const auto run_rows = [&](int64_t h, int64_t r0, int64_t r1, int64_t seen, int64_t offset) {
     const int64_t cropped = (seen + 31) / 32 * 32;
     // kp as the kernel indexes it: (p, l + 8 D t, dp), strides (1, 2, 32).
-    HalideView hkp(TensorView::strided(kp, DType::BFloat16, {D / 2, 8 * D * (cropped / 16 - 1) + 16, 2},
-                                       {32, 2, 1}));
+    HalideView hkp(TensorView::strided(kp, DType::BFloat16,
+                                       {D / 2, 8 * D * (cropped / 16 - 1) + 16, 2}, {32, 2, 1}));
     HalideView hvp(TensorView::contiguous(vp, DType::BFloat16, {cropped / 2, Dv, 2}));
     TensorView qh = q, oh = out32, lh = lse;
     qh.data =
