@@ -12,7 +12,8 @@
 //   vp (p, c, jp) values in the VNNI layout: vp(p, c, jp) = v(c, 2 jp + p), zeros for keys past
 //                 Sk; c spans Dv, a multiple of 16 (one accumulator tile's columns).
 //   scale, seq_k (Sk >= 1), causal_offset (row i sees keys j <= i + causal_offset).
-// Outputs: out (c, i) fp32 and lse (i) fp32, natural-log logsumexp of the scaled scores.
+// Outputs: out (c, i) bfloat16 (rounded once, to nearest even) and lse (i) fp32, natural-log
+// logsumexp of the scaled scores.
 //
 // Per work item (a tile of query rows): S = q·kᵀ on AMX into blocks of 32 keys, the row max, the
 // weights P = exp(scale·(S - max)), rounded to bfloat16 for P·V (FlashAttention's P; the row sum
@@ -32,7 +33,7 @@
 #include "Halide.h"
 #include "algorithm/bfloat16.h"
 #include "attention/generator/math.h"
-#include "schedule/amx_jam.h"
+#include "lowering/amx_jam.h"
 
 namespace {
 
@@ -51,7 +52,7 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
   // Causal masks: row i sees key j only if j <= i + causal_offset (the runtime passes 1 << 30 for
   // none, and keeps each row's first key visible).
   Input<int32_t> causal_offset{"causal_offset"};
-  Output<Buffer<float, 2>> out{"out"};
+  Output<Buffer<bfloat16_t, 2>> out{"out"};
   Output<Buffer<float, 1>> lse{"lse"};
 
   void generate() {
@@ -129,7 +130,7 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
         cast<float>(cast<float>(weights_(rj.x, i, rj.y)[1])) * cast<float>(vp(j % 2, c, j / 2));
     stored_pv_ = pv_.in();
 
-    out(c, i) = stored_pv_(c, i) / row_sum_(i);
+    out(c, i) = attention_gen::round_to_bfloat16(stored_pv_(c, i) / row_sum_(i));
     lse(i) = row_max_(i) * float(M_LN2) + log(row_sum_(i));
   }
 
@@ -143,7 +144,7 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     lse.compute_with(out, io);
 
     // Q·Kᵀ: 2 × 2 tiles of 16 rows × 16 keys (two key tiles), 32 features per tdpbf16ps; the
-    // constant tile loops are jammed into the feature loop (schedule/amx_jam.h), four
+    // constant tile loops are jammed into the feature loop (lowering/amx_jam.h), four
     // accumulators in flight.
     Var to("to"), ti("ti");
     // Stored row-major, a row of keys per query, each row 16 keys longer than the keys: rows a

@@ -117,7 +117,7 @@ constexpr int64_t kCausalChunkRows = 64;
 
 // One call's operands, shared by its tasks (one per batch and kv head).
 struct AmxCall {
-  const TensorView *q, *k, *v, *out32, *lse;
+  const TensorView *q, *k, *v, *out, *lse;
   float scale;
   int64_t causal_offset;  // kAmxNoCausal: none
   std::mutex mutex;
@@ -131,7 +131,7 @@ struct AmxCall {
 // past Sk, to 32 keys.
 int run_kv_head(void* /*user_context*/, int task, uint8_t* closure) {
   AmxCall& call = *reinterpret_cast<AmxCall*>(closure);
-  const TensorView &q = *call.q, &k = *call.k, &v = *call.v, &out32 = *call.out32, &lse = *call.lse;
+  const TensorView &q = *call.q, &k = *call.k, &v = *call.v, &out = *call.out, &lse = *call.lse;
   const int64_t H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   const int64_t Hkv = k.shape[1], Sk = k.shape[2], Dv = v.shape[3];
   const int64_t keys = (Sk + 31) / 32 * 32, group = H / Hkv;
@@ -190,13 +190,13 @@ int run_kv_head(void* /*user_context*/, int task, uint8_t* closure) {
     HalideView hkp(TensorView::strided(kp, DType::BFloat16,
                                        {D / 2, 8 * D * (cropped / 16 - 1) + 16, 2}, {32, 2, 1}));
     HalideView hvp(TensorView::contiguous(vp, DType::BFloat16, {cropped / 2, Dv, 2}));
-    TensorView qh = q, oh = out32, lh = lse;
+    TensorView qh = q, oh = out, lh = lse;
     qh.data =
         static_cast<uint16_t*>(q.data) + b * q.strides[0] + h * q.strides[1] + r0 * q.strides[2];
     qh.rank = 2, qh.shape = {r1 - r0, D}, qh.strides = {q.strides[2], 1};
-    oh.data = static_cast<float*>(out32.data) + b * out32.strides[0] + h * out32.strides[1] +
-              r0 * out32.strides[2];
-    oh.rank = 2, oh.shape = {r1 - r0, Dv}, oh.strides = {out32.strides[2], out32.strides[3]};
+    oh.data = static_cast<uint16_t*>(out.data) + b * out.strides[0] + h * out.strides[1] +
+              r0 * out.strides[2];
+    oh.rank = 2, oh.shape = {r1 - r0, Dv}, oh.strides = {out.strides[2], out.strides[3]};
     lh.data = static_cast<float*>(lse.data) + b * lse.strides[0] + h * lse.strides[1] +
               r0 * lse.strides[2];
     lh.rank = 1, lh.shape = {r1 - r0}, lh.strides = {lse.strides[2]};
@@ -233,12 +233,12 @@ int run_kv_head(void* /*user_context*/, int task, uint8_t* closure) {
 #endif
 
 Status run_amx_prefill(const TensorView& q, const TensorView& k, const TensorView& v,
-                       const TensorView& out32, const TensorView& lse, float scale,
+                       const TensorView& out, const TensorView& lse, float scale,
                        int64_t causal_offset) {
 #if ATTENTION_AMX_PREFILL
   // Tasks over batches and kv heads, so that packing runs on every core and short calls still
   // fill them; each kernel call is parallel over its query tiles too.
-  AmxCall call{&q, &k, &v, &out32, &lse, scale, causal_offset, {}, Status::ok_status()};
+  AmxCall call{&q, &k, &v, &out, &lse, scale, causal_offset, {}, Status::ok_status()};
   const int tasks = static_cast<int>(q.shape[0] * k.shape[1]);
   const int code =
       halide_do_par_for(nullptr, run_kv_head, 0, tasks, reinterpret_cast<uint8_t*>(&call));
@@ -250,7 +250,7 @@ Status run_amx_prefill(const TensorView& q, const TensorView& k, const TensorVie
   }
   return Status::ok_status();
 #else
-  (void)q, (void)k, (void)v, (void)out32, (void)lse, (void)scale, (void)causal_offset;
+  (void)q, (void)k, (void)v, (void)out, (void)lse, (void)scale, (void)causal_offset;
   return Status::error(StatusCode::Unsupported, "internal: this build has no AMX kernel");
 #endif
 }

@@ -26,10 +26,11 @@ bool amx_prefill_takes(const TensorView& q, const TensorView& k, const TensorVie
                        const TensorView& out, const MaskOptions& mask, int64_t* causal_offset);
 inline constexpr int64_t kAmxNoCausal = int64_t{1} << 30;
 
-// Runs it: q, k, v as amx_prefill_takes took them, out32 fp32 [B, H, Sq, Dv] and lse fp32
-// [B, H, Sq] at any strides. Allocates the packed K and V of one kv head per task.
+// Runs it: q, k, v and out (BFloat16 [B, H, Sq, Dv], rounded once by the kernel) as
+// amx_prefill_takes took them and lse fp32 [B, H, Sq], at any strides. The packed K and V of one
+// kv head per task come from halide_malloc's per-thread cache.
 Status run_amx_prefill(const TensorView& q, const TensorView& k, const TensorView& v,
-                       const TensorView& out32, const TensorView& lse, float scale,
+                       const TensorView& out, const TensorView& lse, float scale,
                        int64_t causal_offset);
 
 }  // namespace attention::detail

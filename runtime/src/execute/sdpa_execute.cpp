@@ -237,7 +237,7 @@ Status run_half_kv_decode(const detail::HalfKvDecodeRow& row, const detail::Kern
   return detail::run_cpu_decode(true, q, k.shape[1], out, lse, call_mask, run);
 }
 
-// The native bf16 prefill: q, k and v read as stored, out rounded from the kernel's fp32 result.
+// The native bf16 prefill: q, k and v read as stored, out rounded once.
 // `kernel` (detail::bf16_prefill_for), or null for AMX (detail::amx_prefill_takes, with its causal
 // offset). Rows must be contiguous (Halide's inputs take dense rows).
 Status run_bf16_prefill(const detail::KernelSlot<decltype(&sdpa_f32_prefill)>* kernel,
@@ -245,17 +245,14 @@ Status run_bf16_prefill(const detail::KernelSlot<decltype(&sdpa_f32_prefill)>* k
                         const TensorView& v, const TensorView& out, const SdpaOptions& options) {
   const int64_t B = q.shape[0], H = q.shape[1], Sq = q.shape[2], D = q.shape[3];
   const float scale = options.scale.value_or(1.0f / std::sqrt(static_cast<float>(D)));
-  detail::Fp32Output result;
-  ATTENTION_RETURN_IF_ERROR(result.stage(out));
   detail::ScratchFloats lse_scratch;
   TensorView lse;
   ATTENTION_RETURN_IF_ERROR(
       detail::stats_or_scratch(options.logsumexp, {B, H, Sq}, lse_scratch, &lse));
-  if (kernel == nullptr) {
-    ATTENTION_RETURN_IF_ERROR(
-        detail::run_amx_prefill(q, k, v, result.view(), lse, scale, causal_offset));
-    return result.finish();
-  }
+  // The AMX kernel rounds out itself; the vdpbf16ps kernel writes fp32 that finish() rounds.
+  if (kernel == nullptr) return detail::run_amx_prefill(q, k, v, out, lse, scale, causal_offset);
+  detail::Fp32Output result;
+  ATTENTION_RETURN_IF_ERROR(result.stage(out));
   detail::HalideView hq(q), hk(k), hv(v), hout(result.view()),
       hlse(lse, detail::RowStats{out.shape[3]});
   ATTENTION_RETURN_IF_ERROR(detail::run_kernel(

@@ -46,7 +46,7 @@ class AmxUnrollAndJam : public Halide::Internal::IRMutator {
   Stmt visit(const Halide::Internal::Allocate* op) override {
     _halide_user_assert(op->memory_type != Halide::MemoryType::AMXTile)
         << "AmxUnrollAndJam: the AMX allocation " << op->name
-        << " is not under a nest of constant loops it can jam (schedule/amx_jam.h)\n";
+        << " is not under a nest of constant loops it can jam (lowering/amx_jam.h)\n";
     return IRMutator::visit(op);
   }
 
