@@ -463,8 +463,9 @@ TEST(Bf16Prefill, AmxKernelMatchesReference) {
           sdpa_case(1, 1, 1, 40, 1000, 128, 112),
       },
       /*native=*/true);
-  // Causal masks, in chunks of 128 rows over the keys each chunk sees: a last chunk under 32 rows
-  // merged into the one before (Sq 159, 161), bottom-right with Sq < Sk and Sq == Sk, GQA.
+  // Causal masks, in chunks of 64 rows over the keys each chunk sees: a last chunk under 32 rows
+  // merged into the one before (Sq 159; 161 keeps its 33), bottom-right with Sq < Sk and
+  // Sq == Sk, GQA.
   for (const attention::Causal causal :
        {attention::Causal::TopLeft, attention::Causal::BottomRight}) {
     SCOPED_TRACE(causal == attention::Causal::TopLeft ? "top-left" : "bottom-right");
