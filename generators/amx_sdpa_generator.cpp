@@ -93,7 +93,8 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     // The row max and the weights in the log2 domain of the scaled scores (scale may be negative).
     const Expr log2_scale = scale * float(M_LOG2E);
     rb = RDom(0, keys / 32, "rb");
-    RDom r32(0, 32, "r32");
+    r32_ = RDom(0, 32, "r32");
+    const RDom& r32 = r32_;
     // Every key visible (no causal mask, Sk a whole number of 32-key blocks): the schedule
     // specializes on it, so unmasked calls drop the per-lane test.
     all_visible_ = causal_offset >= keys && Sk == keys;
@@ -104,7 +105,8 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     block_max_(jj, i) = float(-INFINITY);
     block_max_(jj, i) =
         max(block_max_(jj, i), select(seen, S(jj, i, rb) * log2_scale, float(-INFINITY)));
-    row_max_(i) = maximum(block_max_(r32, i));
+    row_max_(i) = float(-INFINITY);
+    row_max_(i) = max(row_max_(i), block_max_(r32, i));
 
     // P in fp32 for the row sum (logsumexp is an output: it takes the unrounded weights), and
     // rounded to bfloat16 as P·V takes it; zero where hidden. The coarse exp2 (relative error
@@ -120,7 +122,8 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     weights_(jj, i, jb) = Tuple(weight, rounded);
     block_sum_(jj, i) = 0.0f;
     block_sum_(jj, i) += weights_(jj, i, rb)[0];
-    row_sum_(i) = sum(block_sum_(r32, i));
+    row_sum_(i) = 0.0f;
+    row_sum_(i) += block_sum_(r32, i);
 
     // pv(c, i) = Σ_j P(j, i) v(c, j), keys 32 at a time.
     rj = RDom(0, 32, 0, keys / 32, "rj");
@@ -165,12 +168,16 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
 
     block_max_.compute_at(out, io).vectorize(jj, 16);
     block_max_.update().reorder(jj, i, rb).vectorize(jj, 16).specialize(all_visible_);
+    // The 32 lanes of each row's block max and block sum reduced as vectors (a horizontal
+    // reduction per row, not 32 scalar steps).
     row_max_.compute_at(out, io);
+    row_max_.update().atomic().vectorize(r32_);
     weights_.compute_at(out, io).bound_extent(jj, 32).bound_extent(i, QT).vectorize(jj, 16);
     weights_.specialize(all_visible_);
     block_sum_.compute_at(out, io).vectorize(jj, 16);
     block_sum_.update().reorder(jj, i, rb).vectorize(jj, 16);
     row_sum_.compute_at(out, io);
+    row_sum_.update().atomic(true).vectorize(r32_);
 
     // P·V: 2 × 2 tiles of 16 rows × 16 values per 32 values (the last block shifted inwards,
     // hence Dv >= 32), 32 keys per tdpbf16ps, jammed as Q·Kᵀ.
@@ -199,7 +206,7 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
 
  private:
   Var c{"c"}, i{"i"}, jj{"jj"}, jb{"jb"};
-  RDom rd, rb, rj;  // features, key blocks, keys (32 per tile step)
+  RDom rd, rb, rj, r32_;  // features, key blocks, keys (32 per tile step)
   Func scores_{"scores"}, stored_scores_, block_max_{"block_max"}, row_max_{"row_max"};
   Func weights_{"weights"}, block_sum_{"block_sum"}, row_sum_{"row_sum"};
   Func pv_{"pv"}, stored_pv_;
