@@ -98,8 +98,13 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     // Every key visible (no causal mask, Sk a whole number of 32-key blocks): the schedule
     // specializes on it, so unmasked calls drop the per-lane test.
     all_visible_ = causal_offset >= keys && Sk == keys;
+    // Under a causal mask the blocks that row i sees whole are `likely`: with the key blocks
+    // inside the rows (the schedule), Halide splits each row's block loop there, and the blocks
+    // before the split skip the per-lane test.
     const auto visible = [&](const Expr& key) {
-      return all_visible_ || (key < Sk && key <= i + causal_offset);
+      const Expr block_end = key - key % 32 + 31;
+      return all_visible_ || likely(block_end < Sk && block_end <= i + causal_offset) ||
+             (key < Sk && key <= i + causal_offset);
     };
     const Expr seen = visible(jj + 32 * rb);
     block_max_(jj, i) = float(-INFINITY);
@@ -167,15 +172,33 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     scores_.update().reorder(rd.x, jj, i, rd.y).atomic().vectorize(rd.x).vectorize(jj).vectorize(i);
 
     block_max_.compute_at(out, io).vectorize(jj, 16);
-    block_max_.update().reorder(jj, i, rb).vectorize(jj, 16).specialize(all_visible_);
+    // Key blocks inside the rows: a row's 32 running lanes stay in registers, its scores are read
+    // in order.
+    Var jo("jo"), ji("ji");
+    block_max_.update()
+        .split(jj, jo, ji, 16)
+        .reorder(ji, jo, rb, i)
+        .vectorize(ji)
+        .unroll(jo)
+        .specialize(all_visible_);
     // The 32 lanes of each row's block max and block sum reduced as vectors (a horizontal
     // reduction per row, not 32 scalar steps).
     row_max_.compute_at(out, io);
     row_max_.update().atomic().vectorize(r32_);
-    weights_.compute_at(out, io).bound_extent(jj, 32).bound_extent(i, QT).vectorize(jj, 16);
+    // Row-major like the scores, rows padded by one 32-key block (P·V's tile loads, the row
+    // sums' reads down a row).
+    weights_.compute_at(out, io)
+        .bound_extent(jj, 32)
+        .bound_extent(i, QT)
+        .reorder_storage(jj, jb, i)
+        .bound_storage(jb, keys_ / 32 + 1)
+        .split(jj, jo, ji, 16)
+        .reorder(ji, jo, jb, i)
+        .vectorize(ji)
+        .unroll(jo);
     weights_.specialize(all_visible_);
     block_sum_.compute_at(out, io).vectorize(jj, 16);
-    block_sum_.update().reorder(jj, i, rb).vectorize(jj, 16);
+    block_sum_.update().split(jj, jo, ji, 16).reorder(ji, jo, rb, i).vectorize(ji).unroll(jo);
     row_sum_.compute_at(out, io);
     row_sum_.update().atomic(true).vectorize(r32_);
 
