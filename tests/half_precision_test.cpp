@@ -480,6 +480,41 @@ TEST(Bf16Prefill, AmxKernelMatchesReference) {
   }
 }
 
+// A causal bf16 prefill whose hidden keys hold inf or NaN values: the rows that do not see them
+// come out exactly as without them (a kernel that multiplies hidden values by a weight of 0, as
+// the AMX tiles do, would make them NaN; the runtime then takes another kernel), the row that
+// sees them does not come out finite. 1x2x64x64x64, every other value 1.0.
+TEST(Bf16Prefill, HiddenNonFiniteValuesStayHidden) {
+  const int64_t H = 2, S = 64, D = 64;
+  std::mt19937 rng(static_cast<unsigned>(seed_for_current_test()));
+  std::uniform_int_distribution<int> small(-64, 64);
+  std::vector<uint16_t> q(H * S * D), k(H * S * D), v(H * S * D, 0x3f80), out(H * S * D, 0x7fc0);
+  for (auto& x : q) x = to_half_bits(small(rng) / 64.0f, DType::BFloat16);
+  for (auto& x : k) x = to_half_bits(small(rng) / 64.0f, DType::BFloat16);
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t c = 0; c < D; ++c) v[(h * S + S - 1) * D + c] = h == 0 ? 0x7f80 : 0x7fc0;
+  }
+  const auto view = [](std::vector<uint16_t>& data) {
+    return TensorView::contiguous(data.data(), DType::BFloat16, {1, 2, 64, 64});
+  };
+  attention::SdpaOptions options;
+  options.mask.causal = attention::Causal::TopLeft;
+  ASSERT_TRUE(
+      attention::scaled_dot_product_attention(view(q), view(k), view(v), view(out), options).ok());
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t i = 0; i < S; ++i) {
+      for (int64_t c = 0; c < D; ++c) {
+        const uint16_t got = out[(h * S + i) * D + c];
+        if (i < S - 1) {
+          ASSERT_EQ(got, 0x3f80) << "head " << h << " row " << i << " col " << c;
+        } else {
+          ASSERT_FALSE(std::isfinite(from_half_bits(got, DType::BFloat16))) << h << " " << c;
+        }
+      }
+    }
+  }
+}
+
 // Values beyond Float16's range give ±inf in a Float16 output (the fp32 result is finite);
 // BFloat16 holds them.
 TEST(HalfKvCache, OutputsBeyondFloat16RangeBecomeInfinite) {
