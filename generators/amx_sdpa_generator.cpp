@@ -119,9 +119,13 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     // [0, 1] or NaN (which stays NaN), so two integer operations instead of round_to_bfloat16's
     // eight (ties, 1 in 2^16 of values, differ from even by one ulp; + 0x8000 would be matched as
     // a rounding shift, which x86 emulates in six).
-    const Expr weight = select(
-        visible(jj + 32 * jb),
-        attention::math::exp2_nonpositive(S(jj, i, jb) * log2_scale - row_max_(i), true), 0.0f);
+    // The exponent once, as its own stage (kept in registers): inlined, Halide's rewrites of the
+    // strict rounding and the NaN test made three copies of it.
+    // Strict, so a NaN score stays NaN: computed with fast math, LLVM may assume the exponent is
+    // no NaN and drop exp2's NaN test.
+    exponent_(jj, i, jb) = strict_float(S(jj, i, jb) * log2_scale - row_max_(i));
+    const Expr weight = select(visible(jj + 32 * jb),
+                               attention::math::exp2_nonpositive(exponent_(jj, i, jb), true), 0.0f);
     const Expr rounded =
         reinterpret(BFloat(16), cast<uint16_t>((reinterpret<uint32_t>(weight) + 0x7fff) >> 16));
     weights_(jj, i, jb) = Tuple(weight, rounded);
@@ -197,6 +201,7 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
         .vectorize(ji)
         .unroll(jo);
     weights_.specialize(all_visible_);
+    exponent_.compute_at(weights_, jo).vectorize(jj);
     block_sum_.compute_at(out, io).vectorize(jj, 16);
     block_sum_.update().split(jj, jo, ji, 16).reorder(ji, jo, rb, i).vectorize(ji).unroll(jo);
     row_sum_.compute_at(out, io);
@@ -231,7 +236,7 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
   Var c{"c"}, i{"i"}, jj{"jj"}, jb{"jb"};
   RDom rd, rb, rj, r32_;  // features, key blocks, keys (32 per tile step)
   Func scores_{"scores"}, stored_scores_, block_max_{"block_max"}, row_max_{"row_max"};
-  Func weights_{"weights"}, block_sum_{"block_sum"}, row_sum_{"row_sum"};
+  Func exponent_{"exponent"}, weights_{"weights"}, block_sum_{"block_sum"}, row_sum_{"row_sum"};
   Func pv_{"pv"}, stored_pv_;
   Expr all_visible_, keys_;
 };
