@@ -95,40 +95,46 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     rb = RDom(0, keys / 32, "rb");
     r32_ = RDom(0, 32, "r32");
     const RDom& r32 = r32_;
-    // Every key visible (no causal mask, Sk a whole number of 32-key blocks): the schedule
-    // specializes on it, so unmasked calls drop the per-lane test.
-    all_visible_ = causal_offset >= keys && Sk == keys;
-    // Under a causal mask the blocks that row i sees whole are `likely`: with the key blocks
-    // inside the rows (the schedule), Halide splits each row's block loop there, and the blocks
-    // before the split skip the per-lane test.
-    const auto visible = [&](const Expr& key) {
-      const Expr block_end = key - key % 32 + 31;
-      return all_visible_ || likely(block_end < Sk && block_end <= i + causal_offset) ||
-             (key < Sk && key <= i + causal_offset);
+    // Each row's key blocks in two parts: the blocks row i sees whole, taken without a per-lane
+    // test, and the rest (under a causal mask, the blocks on and past the diagonal; keys past Sk),
+    // masked lane by lane. As RDom predicates, which Halide turns into each row's loop bounds; a
+    // `likely` select was folded into the lane mask before the loop partitioner saw it, and every
+    // block of a causal call took the masked loop (69 instructions per 32 weights, not 45).
+    const Expr whole_blocks = clamp(i + causal_offset + 1, 0, Sk) / 32;
+    rw_ = RDom(0, keys / 32, "rw");
+    rw_.where(rw_ < whole_blocks);
+    rp_ = RDom(0, keys / 32, "rp");
+    rp_.where(rp_ >= whole_blocks);
+    const auto seen = [&](const Expr& lane, const Expr& block) {
+      const Expr key = lane + 32 * block;
+      return key < Sk && key <= i + causal_offset;
     };
-    const Expr seen = visible(jj + 32 * rb);
     block_max_(jj, i) = float(-INFINITY);
-    block_max_(jj, i) =
-        max(block_max_(jj, i), select(seen, S(jj, i, rb) * log2_scale, float(-INFINITY)));
+    block_max_(jj, i) = max(block_max_(jj, i), S(jj, i, rw_) * log2_scale);
+    block_max_(jj, i) = max(block_max_(jj, i),
+                            select(seen(jj, rp_), S(jj, i, rp_) * log2_scale, float(-INFINITY)));
     row_max_(i) = float(-INFINITY);
     row_max_(i) = max(row_max_(i), block_max_(r32, i));
 
     // P in fp32 for the row sum (logsumexp is an output: it takes the unrounded weights), and
-    // rounded to bfloat16 as P·V takes it; zero where hidden. The coarse exp2 (relative error
-    // 2.7e-6) as in the vdpbf16ps kernel. Rounding to nearest with ties toward zero: P is in
-    // [0, 1] or NaN (which stays NaN), so two integer operations instead of round_to_bfloat16's
-    // eight (ties, 1 in 2^16 of values, differ from even by one ulp; + 0x8000 would be matched as
-    // a rounding shift, which x86 emulates in six).
+    // rounded to bfloat16 as P·V takes it; then zero where hidden. The coarse exp2 (relative
+    // error 2.7e-6) as in the vdpbf16ps kernel. Rounding to nearest with ties toward zero: P is
+    // in [0, 1] or NaN (which stays NaN), so two integer operations instead of
+    // round_to_bfloat16's eight (ties, 1 in 2^16 of values, differ from even by one ulp; + 0x8000
+    // would be matched as a rounding shift, which x86 emulates in six).
     // The exponent once, as its own stage (kept in registers): inlined, Halide's rewrites of the
     // strict rounding and the NaN test made three copies of it.
     // Strict, so a NaN score stays NaN: computed with fast math, LLVM may assume the exponent is
     // no NaN and drop exp2's NaN test.
     exponent_(jj, i, jb) = strict_float(S(jj, i, jb) * log2_scale - row_max_(i));
-    const Expr weight = select(visible(jj + 32 * jb),
-                               attention::math::exp2_nonpositive(exponent_(jj, i, jb), true), 0.0f);
+    const Expr weight = attention::math::exp2_nonpositive(exponent_(jj, i, jb), true);
     const Expr rounded =
         reinterpret(BFloat(16), cast<uint16_t>((reinterpret<uint32_t>(weight) + 0x7fff) >> 16));
     weights_(jj, i, jb) = Tuple(weight, rounded);
+    // Hidden keys' weights (whatever the exponent of a score above the visible max gave) to zero.
+    weights_(jj, i, rp_) =
+        Tuple(select(seen(jj, rp_), weights_(jj, i, rp_)[0], 0.0f),
+              select(seen(jj, rp_), weights_(jj, i, rp_)[1], cast(BFloat(16), 0.0f)));
     block_sum_(jj, i) = 0.0f;
     block_sum_(jj, i) += weights_(jj, i, rb)[0];
     row_sum_(i) = 0.0f;
@@ -179,12 +185,14 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     // Key blocks inside the rows: a row's 32 running lanes stay in registers, its scores are read
     // in order.
     Var jo("jo"), ji("ji");
-    block_max_.update()
-        .split(jj, jo, ji, 16)
-        .reorder(ji, jo, rb, i)
-        .vectorize(ji)
-        .unroll(jo)
-        .specialize(all_visible_);
+    for (int u = 0; u < 2; ++u) {
+      const RDom& r = u == 0 ? rw_ : rp_;
+      block_max_.update(u)
+          .split(jj, jo, ji, 16)
+          .reorder(ji, jo, r, i)
+          .vectorize(ji)
+          .unroll(jo);
+    }
     // The 32 lanes of each row's block max and block sum reduced as vectors (a horizontal
     // reduction per row, not 32 scalar steps).
     row_max_.compute_at(out, io);
@@ -200,7 +208,11 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
         .reorder(ji, jo, jb, i)
         .vectorize(ji)
         .unroll(jo);
-    weights_.specialize(all_visible_);
+    weights_.update()
+        .split(jj, jo, ji, 16)
+        .reorder(ji, jo, rp_, i)
+        .vectorize(ji)
+        .unroll(jo);
     exponent_.compute_at(weights_, jo).vectorize(jj);
     block_sum_.compute_at(out, io).vectorize(jj, 16);
     block_sum_.update().split(jj, jo, ji, 16).reorder(ji, jo, rb, i).vectorize(ji).unroll(jo);
@@ -235,10 +247,11 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
  private:
   Var c{"c"}, i{"i"}, jj{"jj"}, jb{"jb"};
   RDom rd, rb, rj, r32_;  // features, key blocks, keys (32 per tile step)
+  RDom rw_, rp_;          // a row's key blocks seen whole, and the rest
   Func scores_{"scores"}, stored_scores_, block_max_{"block_max"}, row_max_{"row_max"};
   Func exponent_{"exponent"}, weights_{"weights"}, block_sum_{"block_sum"}, row_sum_{"row_sum"};
   Func pv_{"pv"}, stored_pv_;
-  Expr all_visible_, keys_;
+  Expr keys_;
 };
 
 }  // namespace
