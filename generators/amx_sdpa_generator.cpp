@@ -1,6 +1,7 @@
 // Generator "sdpa_amx_head": bfloat16 prefill of one head on Intel AMX (tdpbf16ps tiles),
 // unmasked or causal. The runtime (runtime/src/execute/amx_prefill.cpp) packs each kv head's K and
-// V once and calls it per query head (causal: per chunk of rows, on the keys the chunk sees).
+// V once and calls it per query head and chunk of rows, in parallel (a causal chunk on the keys
+// it sees).
 //
 // Inputs, all bfloat16, every min 0:
 //   q  (d, i)     one head's queries, D a multiple of 32 (a tile row holds 32 bfloat16).
@@ -155,10 +156,12 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
   void schedule() {
     const int QT = query_tile;
     Var io("io"), ii("ii"), xi("xi"), yi("yi"), yo("yo");
-    // Work items: tiles of QT rows; the last one shifted inwards (hence Sq >= QT).
-    out.split(i, io, ii, QT, TailStrategy::ShiftInwards).reorder(c, ii, io).parallel(io);
+    // Work items: tiles of QT rows, in turn; the last one shifted inwards (hence Sq >= QT). The
+    // runtime spreads calls of a few work items over the cores (a causal call's cost grows with
+    // its rows; runtime/src/execute/amx_prefill.cpp).
+    out.split(i, io, ii, QT, TailStrategy::ShiftInwards).reorder(c, ii, io);
     out.vectorize(c, 16);
-    lse.split(i, io, ii, QT, TailStrategy::ShiftInwards).parallel(io);
+    lse.split(i, io, ii, QT, TailStrategy::ShiftInwards);
     lse.compute_with(out, io);
 
     // Q·Kᵀ: 2 × 2 tiles of 16 rows × 16 keys (two key tiles), 32 features per tdpbf16ps; the

@@ -461,10 +461,12 @@ TEST(Bf16Prefill, AmxKernelMatchesReference) {
               .layouts(Layout::kBSHD, Layout::kSHBD, Layout::kDense, Layout::kPadded)
               .with_logsumexp(),
           sdpa_case(1, 1, 1, 40, 1000, 128, 112),
+          // 2.1 MiB of packed K and V per kv head: on two threads, groups of one head.
+          sdpa_case(2, 2, 1, 70, 4100, 128, 128).with_logsumexp(),
       },
       /*native=*/true);
-  // Causal masks, in chunks of 64 rows over the keys each chunk sees: a last chunk under 32 rows
-  // merged into the one before (Sq 159; 161 keeps its 33), bottom-right with Sq < Sk and
+  // Causal masks, in calls of 64 rows over the keys each call sees, the last call of a head
+  // taking the rest (Sq 159: 64 + 95 rows; 300: 3 x 64 + 108), bottom-right with Sq < Sk and
   // Sq == Sk, GQA.
   for (const attention::Causal causal :
        {attention::Causal::TopLeft, attention::Causal::BottomRight}) {

@@ -27,8 +27,9 @@ bool amx_prefill_takes(const TensorView& q, const TensorView& k, const TensorVie
 inline constexpr int64_t kAmxNoCausal = int64_t{1} << 30;
 
 // Runs it: q, k, v and out (BFloat16 [B, H, Sq, Dv], rounded once by the kernel) as
-// amx_prefill_takes took them and lse fp32 [B, H, Sq], at any strides. The packed K and V of one
-// kv head per task come from halide_malloc's per-thread cache.
+// amx_prefill_takes took them and lse fp32 [B, H, Sq], at any strides. K and V are packed once per
+// kv head into scratch from halide_malloc's per-thread cache (32 MiB at most, in groups of heads),
+// then calls of 64 query rows run in parallel.
 Status run_amx_prefill(const TensorView& q, const TensorView& k, const TensorView& v,
                        const TensorView& out, const TensorView& lse, float scale,
                        int64_t causal_offset);
