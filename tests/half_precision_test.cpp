@@ -523,6 +523,47 @@ TEST(Bf16Prefill, HiddenNonFiniteValuesStayHidden) {
   }
 }
 
+// A NaN score on the AMX kernel (the kernel keeps it through its exp2's clamp, no is_nan test):
+// one NaN feature of key 5 in head 0 makes the rows that see that key NaN, unmasked (every row)
+// and causal (rows 5 on); the other rows and head 1 stay finite. 1x2x64x64x64, values finite.
+TEST(Bf16Prefill, AmxNanScoresComeOutNaN) {
+  const int64_t H = 2, S = 64, D = 64;
+  const char* env = std::getenv("ATTENTION_CPU_AMX");
+  const bool amx = cpu_has_amx_bf16() && !(env != nullptr && std::string(env) == "0");
+  EXPECT_EQ(planned_kernel(1, H, S, S, D, false, DType::BFloat16, DType::BFloat16) ==
+                "sdpa_bf16_amx_prefill",
+            amx);
+  std::mt19937 rng(static_cast<unsigned>(seed_for_current_test()));
+  std::uniform_int_distribution<int> small(-64, 64);
+  std::vector<uint16_t> q(H * S * D), k(H * S * D), v(H * S * D);
+  for (auto* t : {&q, &k, &v}) {
+    for (auto& x : *t) x = to_half_bits(small(rng) / 64.0f, DType::BFloat16);
+  }
+  constexpr int64_t kNanKey = 5;
+  k[kNanKey * D + 7] = 0x7fc0;  // head 0
+  const auto view = [](std::vector<uint16_t>& data) {
+    return TensorView::contiguous(data.data(), DType::BFloat16, {1, 2, 64, 64});
+  };
+  for (const bool causal : {false, true}) {
+    SCOPED_TRACE(causal ? "causal" : "unmasked");
+    std::vector<uint16_t> out(H * S * D, 0x7fc0);
+    attention::SdpaOptions options;
+    if (causal) options.mask.causal = attention::Causal::TopLeft;
+    ASSERT_TRUE(
+        attention::scaled_dot_product_attention(view(q), view(k), view(v), view(out), options)
+            .ok());
+    for (int64_t h = 0; h < H; ++h) {
+      for (int64_t i = 0; i < S; ++i) {
+        const bool sees_nan = h == 0 && (!causal || i >= kNanKey);
+        for (int64_t c = 0; c < D; ++c) {
+          const float got = from_half_bits(out[(h * S + i) * D + c], DType::BFloat16);
+          ASSERT_EQ(std::isnan(got), sees_nan) << "head " << h << " row " << i << " col " << c;
+        }
+      }
+    }
+  }
+}
+
 // Values beyond Float16's range give ±inf in a Float16 output (the fp32 result is finite);
 // BFloat16 holds them.
 TEST(HalfKvCache, OutputsBeyondFloat16RangeBecomeInfinite) {
