@@ -42,18 +42,22 @@ using namespace Halide;
 // attention::math::exp2_nonpositive(x, coarse = true), the same clamp, polynomial and scaling,
 // with a NaN kept by the clamp itself rather than by a select on is_nan: written as a strict
 // select(x < -127, -127, x), LLVM makes it a vmaxps whose NaN operand is the one returned, and
-// the NaN runs through to the result (cvttps2dq's 0x80000000 scales by 1.0). Two instructions
-// fewer per 16 weights; Bf16Prefill.HiddenNonFiniteValuesStayHidden checks the NaN.
+// the NaN runs through to the result (p is NaN). Two instructions fewer per 16 weights;
+// Bf16Prefill.AmxNanScoresComeOutNaN checks the NaN.
 Expr exp2_keeping_nan(const Expr& x_in) {
   const Expr x = strict_float(select(x_in < -127.0f, -127.0f, x_in));
-  const Expr n = strict_float((x + 12582912.0f) - 12582912.0f);  // round to nearest even
+  // n = x rounded to nearest even by the 1.5 * 2^23 shift, whose sum holds n in its low mantissa
+  // bits: shifted left by 23 they are n's biased exponent less 127, the higher bits shifted out
+  // (no cvttps2dq).
+  const Expr shifted = strict_float(x + 12582912.0f);
+  const Expr n = strict_float(shifted - 12582912.0f);
   const Expr f = x - n;
   Expr p = 0.0f;
   for (const float c : {9.570101276040077e-3f, 5.591786280274391e-2f, 2.402474433183670e-1f,
                         6.931217908859253e-1f, 9.999992847442627e-1f}) {
     p = p * f + c;
   }
-  return p * reinterpret<float>((cast<int32_t>(n) + 127) << 23);
+  return p * reinterpret<float>((reinterpret<int32_t>(shifted) << 23) + (127 << 23));
 }
 
 class SdpaAmxHead : public Generator<SdpaAmxHead> {
