@@ -144,9 +144,9 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     // round_to_bfloat16's eight (ties, 1 in 2^16 of values, differ from even by one ulp; + 0x8000
     // would be matched as a rounding shift, which x86 emulates in six).
     // The exponent once, as its own stage (kept in registers): inlined, Halide's rewrites of the
-    // strict rounding and the NaN test made three copies of it.
+    // strict rounding made copies of it.
     // Strict, so a NaN score stays NaN: computed with fast math, LLVM may assume the exponent is
-    // no NaN and drop exp2's NaN test.
+    // no NaN and let exp2's clamp drop it.
     exponent_(jj, i, jb) = strict_float(S(jj, i, jb) * log2_scale - row_max_(i));
     const Expr weight = exp2_keeping_nan(exponent_(jj, i, jb));
     const Expr rounded =

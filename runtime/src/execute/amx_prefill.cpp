@@ -208,17 +208,21 @@ ATTENTION_AVX512 void pack_v_pair(const uint16_t* row0, const uint16_t* row1, in
   for (int64_t c = 0; c < Dv; c += 32) {
     const __mmask32 mask = Dv - c >= 32 ? ~__mmask32{0} : __mmask32{0xffff};  // Dv % 16 == 0
     const __m512i a = _mm512_maskz_loadu_epi16(mask, row0 + c);
-    const __m512i b = row1 == nullptr ? _mm512_setzero_si512() : _mm512_maskz_loadu_epi16(mask, row1 + c);
+    const __m512i b =
+        row1 == nullptr ? _mm512_setzero_si512() : _mm512_maskz_loadu_epi16(mask, row1 + c);
     // Within each 128-bit lane: lo holds columns 8k..8k+3, hi 8k+4..8k+7, each with its pair.
     const __m512i lo = _mm512_unpacklo_epi16(a, b), hi = _mm512_unpackhi_epi16(a, b);
     _mm512_storeu_si512(dst + 2 * c, _mm512_permutex2var_epi64(lo, first, hi));
-    if (Dv - c >= 32) _mm512_storeu_si512(dst + 2 * c + 32, _mm512_permutex2var_epi64(lo, second, hi));
+    if (Dv - c >= 32) {
+      _mm512_storeu_si512(dst + 2 * c + 32, _mm512_permutex2var_epi64(lo, second, hi));
+    }
   }
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
+#undef ATTENTION_AVX512
 
 // Task: one kv head of the group packed into AMX's VNNI layout. K in tiles of 16 keys, each D/2
 // rows of 64 contiguous bytes: key 16 t + l's features 2 dp + p at kp[16 D t + 32 dp + 2 l + p]

@@ -28,8 +28,9 @@ inline constexpr int64_t kAmxNoCausal = int64_t{1} << 30;
 
 // Runs it: q, k, v and out (BFloat16 [B, H, Sq, Dv], rounded once by the kernel) as
 // amx_prefill_takes took them and lse fp32 [B, H, Sq], at any strides. K and V are packed once per
-// kv head into scratch from halide_malloc's per-thread cache (32 MiB at most, in groups of heads),
-// then calls of 64 query rows run in parallel.
+// kv head, in groups of heads of about 1 MiB per thread, into scratch from halide_malloc's
+// per-thread cache; then the group's kernel calls (64 query rows under a causal mask, longer
+// without) run in parallel.
 Status run_amx_prefill(const TensorView& q, const TensorView& k, const TensorView& v,
                        const TensorView& out, const TensorView& lse, float scale,
                        int64_t causal_offset);
