@@ -113,7 +113,6 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
 
     // The row max and the weights in the log2 domain of the scaled scores (scale may be negative).
     const Expr log2_scale = scale * float(M_LOG2E);
-    rb = RDom(0, keys / 32, "rb");
     r32_ = RDom(0, 32, "r32");
     const RDom& r32 = r32_;
     // Each row's key blocks in two parts: the blocks row i sees whole, taken without a per-lane
@@ -132,41 +131,43 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     };
     block_max_(jj, i) = float(-INFINITY);
     block_max_(jj, i) = max(block_max_(jj, i), S(jj, i, rw_) * log2_scale);
-    block_max_(jj, i) = max(block_max_(jj, i),
-                            select(seen(jj, rp_), S(jj, i, rp_) * log2_scale, float(-INFINITY)));
+    block_max_(jj, i) =
+        max(block_max_(jj, i), select(seen(jj, rp_), S(jj, i, rp_) * log2_scale, float(-INFINITY)));
     row_max_(i) = float(-INFINITY);
     row_max_(i) = max(row_max_(i), block_max_(r32, i));
 
-    // P in fp32 for the row sum (logsumexp is an output: it takes the unrounded weights), and
-    // rounded to bfloat16 as P·V takes it; then zero where hidden. The coarse exp2 (relative
-    // error 2.7e-6) as in the vdpbf16ps kernel. Rounding to nearest with ties toward zero: P is
-    // in [0, 1] or NaN (which stays NaN), so two integer operations instead of
-    // round_to_bfloat16's eight (ties, 1 in 2^16 of values, differ from even by one ulp; + 0x8000
-    // would be matched as a rounding shift, which x86 emulates in six).
-    // The exponent once, as its own stage (kept in registers): inlined, Halide's rewrites of the
-    // strict rounding made copies of it.
-    // Strict, so a NaN score stays NaN: computed with fast math, LLVM may assume the exponent is
-    // no NaN and let exp2's clamp drop it.
-    exponent_(jj, i, jb) = strict_float(S(jj, i, jb) * log2_scale - row_max_(i));
-    const Expr weight = exp2_keeping_nan(exponent_(jj, i, jb));
-    const Expr rounded =
-        reinterpret(BFloat(16), cast<uint16_t>((reinterpret<uint32_t>(weight) + 0x7fff) >> 16));
-    weights_(jj, i, jb) = Tuple(weight, rounded);
-    // Hidden keys' weights (whatever the exponent of a score above the visible max gave) to zero.
-    weights_(jj, i, rp_) =
-        Tuple(select(seen(jj, rp_), weights_(jj, i, rp_)[0], 0.0f),
-              select(seen(jj, rp_), weights_(jj, i, rp_)[1], cast(BFloat(16), 0.0f)));
-    block_sum_(jj, i) = 0.0f;
-    block_sum_(jj, i) += weights_(jj, i, rb)[0];
+    // P rounded to bfloat16 as P·V takes it, beside each lane's running sum of the unrounded P
+    // (logsumexp is an output: it takes the unrounded weights) carried along the row's blocks
+    // from block -1, which holds the zero: the sum costs an add in the weights pass instead of a
+    // pass of its own over the fp32 weights. Hidden keys' weights (whatever the exponent of a
+    // score above the visible max gave) are zero. The coarse exp2 (relative error 2.7e-6) as in
+    // the vdpbf16ps kernel. Rounding to nearest with ties toward zero: P is in [0, 1] or NaN
+    // (which stays NaN), so two integer operations instead of round_to_bfloat16's eight (ties, 1
+    // in 2^16 of values, differ from even by one ulp; + 0x8000 would be matched as a rounding
+    // shift, which x86 emulates in six).
+    // The exponent strict, so a NaN score stays NaN: computed with fast math, LLVM may assume it
+    // is no NaN and let exp2's clamp drop it.
+    const auto weight = [&](const Expr& block) {
+      return exp2_keeping_nan(strict_float(S(jj, i, block) * log2_scale - row_max_(i)));
+    };
+    const auto rounded = [](const Expr& w) {
+      return reinterpret(BFloat(16), cast<uint16_t>((reinterpret<uint32_t>(w) + 0x7fff) >> 16));
+    };
+    weights_(jj, i, jb) = Tuple(undef(BFloat(16)), undef<float>());
+    weights_(jj, i, -1) = Tuple(cast(BFloat(16), 0.0f), 0.0f);
+    const Expr w = weight(rw_);
+    weights_(jj, i, rw_) = Tuple(rounded(w), weights_(jj, i, rw_ - 1)[1] + w);
+    const Expr wp = select(seen(jj, rp_), weight(rp_), 0.0f);
+    weights_(jj, i, rp_) = Tuple(rounded(wp), weights_(jj, i, rp_ - 1)[1] + wp);
     row_sum_(i) = 0.0f;
-    row_sum_(i) += block_sum_(r32, i);
+    row_sum_(i) += weights_(r32, i, keys / 32 - 1)[1];
 
     // pv(c, i) = Σ_j P(j, i) v(c, j), keys 32 at a time.
     rj = RDom(0, 32, 0, keys / 32, "rj");
     const Expr j = rj.x + 32 * rj.y;
     pv_(c, i) = 0.0f;
     pv_(c, i) +=
-        cast<float>(cast<float>(weights_(rj.x, i, rj.y)[1])) * cast<float>(vp(j % 2, c, j / 2));
+        cast<float>(cast<float>(weights_(rj.x, i, rj.y)[0])) * cast<float>(vp(j % 2, c, j / 2));
     stored_pv_ = pv_.in();
 
     out(c, i) = attention_gen::round_to_bfloat16(stored_pv_(c, i) / row_sum_(i));
@@ -210,35 +211,24 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
     Var jo("jo"), ji("ji");
     for (int u = 0; u < 2; ++u) {
       const RDom& r = u == 0 ? rw_ : rp_;
-      block_max_.update(u)
-          .split(jj, jo, ji, 16)
-          .reorder(ji, jo, r, i)
-          .vectorize(ji)
-          .unroll(jo);
+      block_max_.update(u).split(jj, jo, ji, 16).reorder(ji, jo, r, i).vectorize(ji).unroll(jo);
     }
     // The 32 lanes of each row's block max and block sum reduced as vectors (a horizontal
     // reduction per row, not 32 scalar steps).
     row_max_.compute_at(out, io);
     row_max_.update().atomic().vectorize(r32_);
-    // Row-major like the scores, rows padded by one 32-key block (P·V's tile loads, the row
-    // sums' reads down a row).
+    // Row-major like the scores, rows padded by one 32-key block (P·V's tile loads), which is
+    // block -1, the running sums' zero.
     weights_.compute_at(out, io)
         .bound_extent(jj, 32)
         .bound_extent(i, QT)
         .reorder_storage(jj, jb, i)
-        .bound_storage(jb, keys_ / 32 + 1)
-        .split(jj, jo, ji, 16)
-        .reorder(ji, jo, jb, i)
-        .vectorize(ji)
-        .unroll(jo);
-    weights_.update()
-        .split(jj, jo, ji, 16)
-        .reorder(ji, jo, rp_, i)
-        .vectorize(ji)
-        .unroll(jo);
-    exponent_.compute_at(weights_, jo).vectorize(jj);
-    block_sum_.compute_at(out, io).vectorize(jj, 16);
-    block_sum_.update().split(jj, jo, ji, 16).reorder(ji, jo, rb, i).vectorize(ji).unroll(jo);
+        .bound_storage(jb, keys_ / 32 + 1);
+    weights_.update(0).vectorize(jj, 16);
+    for (int u = 1; u < 3; ++u) {
+      const RDom& r = u == 1 ? rw_ : rp_;
+      weights_.update(u).split(jj, jo, ji, 16).reorder(ji, jo, r, i).vectorize(ji).unroll(jo);
+    }
     row_sum_.compute_at(out, io);
     row_sum_.update().atomic(true).vectorize(r32_);
 
@@ -269,10 +259,10 @@ class SdpaAmxHead : public Generator<SdpaAmxHead> {
 
  private:
   Var c{"c"}, i{"i"}, jj{"jj"}, jb{"jb"};
-  RDom rd, rb, rj, r32_;  // features, key blocks, keys (32 per tile step)
-  RDom rw_, rp_;          // a row's key blocks seen whole, and the rest
+  RDom rd, rj, r32_;  // features, keys (32 per tile step), a block's lanes
+  RDom rw_, rp_;      // a row's key blocks seen whole, and the rest
   Func scores_{"scores"}, stored_scores_, block_max_{"block_max"}, row_max_{"row_max"};
-  Func exponent_{"exponent"}, weights_{"weights"}, block_sum_{"block_sum"}, row_sum_{"row_sum"};
+  Func weights_{"weights"}, row_sum_{"row_sum"};
   Func pv_{"pv"}, stored_pv_;
   Expr keys_;
 };
